@@ -1,0 +1,57 @@
+//! `ClusterStackRelease`: one release of a stack in use, and what it applied.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{Condition, ObjectRef, ResourceStatus};
+
+/// ClusterStackRelease is one release of a cluster stack made available in
+/// this cluster. It is named in tag form, e.g. `docker-ferrol-1-27-v2`, and
+/// owned by its ClusterStack.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "clusterstack.x-k8s.io",
+    version = "v1alpha1",
+    kind = "ClusterStackRelease",
+    namespaced,
+    doc = "ClusterStackRelease is one release of a cluster stack in use in this cluster, and what it applied.",
+    status = "ClusterStackReleaseStatus",
+    shortname = "cskr",
+    printcolumn = r#"{"name":"K8s Version","type":"string","jsonPath":".status.kubernetesVersion"}"#,
+    printcolumn = r#"{"name":"Ready","type":"boolean","jsonPath":".status.ready"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].reason"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].message"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStackReleaseSpec {
+    /// Reference to the provider-specific object of this release, when a
+    /// provider plug-in takes part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_ref: Option<ObjectRef>,
+}
+
+/// Observed state of a ClusterStackRelease.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStackReleaseStatus {
+    /// Every object the release applied, with its sync status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ResourceStatus>,
+    /// Full Kubernetes version of the release, e.g. `v1.27.5`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kubernetes_version: String,
+    /// Whether every object is synced and the release is usable.
+    #[serde(default)]
+    pub ready: bool,
+    /// What the release is doing now, e.g. `downloading release assets`, `applying objects`, `done`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
+    /// The `.metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Conditions: `Downloaded`, `Rendered`, `Applied`, `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,65 @@
+//! The `clusterstack` command line.
+//!
+//! Each subcommand lives in its own file and is dispatched from [`run`].
+
+mod crds;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// A declarative cluster-stack release manager for Kubernetes Cluster API.
+#[derive(Debug, Parser)]
+#[command(name = "clusterstack", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format: `text` for people, `json` for log collectors.
+    #[arg(long, global = true, env = "CLUSTERSTACK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
+    Crds(crds::CrdsArgs),
+}
+
+/// Everything a command can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("could not serialise the CRDs to YAML")]
+    CrdYaml(#[from] serde_saphyr::ser::Error),
+    #[error("could not write {path}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Cli {
+    /// Sets up `tracing`; the filter comes from `RUST_LOG` (default `info`).
+    pub fn init_logging(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        // A second initialisation (tests) is not an error worth reporting.
+        let _ = match self.log_format {
+            LogFormat::Json => builder.json().try_init(),
+            LogFormat::Text => builder.try_init(),
+        };
+    }
+}
+
+/// Runs one command.
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Crds(args) => crds::run(args),
+    }
+}

@@ -1,0 +1,18 @@
+//! clusterstack: a declarative cluster-stack release manager for Kubernetes
+//! Cluster API.
+//!
+//! The modules follow the data's journey: [`api`] (the custom resources),
+//! [`release`] (names, versions, metadata), then the command line in [`cli`].
+
+pub mod api;
+pub mod cli;
+pub mod release;
+
+/// Installs the process-wide TLS crypto provider (ring).
+///
+/// kube and reqwest both use rustls; with more than one provider compiled in,
+/// rustls cannot pick one by itself and panics when a client is built. Calling
+/// this first in `main` and in tests avoids that. Calling it twice is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,284 @@
+//! A release's `metadata.yaml`.
+//!
+//! ```yaml
+//! apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
+//! versions:
+//!   clusterStack: v3
+//!   kubernetes: v1.27.5
+//!   components:
+//!     clusterAddon: v2
+//!     nodeImage: v3
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{KubernetesMinor, ReleaseId, StackVersion};
+
+/// The asset name of a release's metadata.
+pub const METADATA_FILE: &str = "metadata.yaml";
+/// The only `apiVersion` of `metadata.yaml` there is.
+pub const METADATA_API_VERSION: &str = "metadata.clusterstack.x-k8s.io/v1alpha1";
+
+/// Why a `metadata.yaml` cannot be used. Names the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("{file}: not valid metadata YAML: {source}")]
+    Syntax {
+        file: String,
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    #[error("{file}: field {field}: {message}")]
+    Field { file: String, field: &'static str, message: String },
+}
+
+/// A parsed, validated `metadata.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseMetadata {
+    pub versions: Versions,
+}
+
+/// `versions` of `metadata.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    pub cluster_stack: StackVersion,
+    pub kubernetes: KubernetesVersion,
+    pub components: Components,
+}
+
+/// `versions.components` of `metadata.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Components {
+    /// Version of the addon bundle; lags the stack version when addons did not change.
+    pub cluster_addon: StackVersion,
+    /// Version of the node images, when the stack has any.
+    pub node_image: Option<StackVersion>,
+}
+
+/// A full Kubernetes version, `v1.27.5`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KubernetesVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl KubernetesVersion {
+    pub fn minor_version(&self) -> KubernetesMinor {
+        KubernetesMinor::new(self.major, self.minor)
+    }
+}
+
+impl fmt::Display for KubernetesVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+impl FromStr for KubernetesVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || format!("{s:?} is not a Kubernetes version like v1.27.5");
+        let rest = s.strip_prefix('v').ok_or_else(err)?;
+        let parts: Vec<&str> = rest.split('.').collect();
+        let [major, minor, patch] = parts.as_slice() else { return Err(err()) };
+        let num = |p: &str| {
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) { None } else { p.parse::<u32>().ok() }
+        };
+        Ok(Self {
+            major: num(major).ok_or_else(err)?,
+            minor: num(minor).ok_or_else(err)?,
+            patch: num(patch).ok_or_else(err)?,
+        })
+    }
+}
+
+/// The file as written, before validation.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawMetadata {
+    api_version: Option<String>,
+    versions: Option<RawVersions>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RawVersions {
+    cluster_stack: Option<String>,
+    kubernetes: Option<String>,
+    components: Option<RawComponents>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RawComponents {
+    cluster_addon: Option<String>,
+    node_image: Option<String>,
+}
+
+impl ReleaseMetadata {
+    /// Parses and validates `metadata.yaml`; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Self, MetadataError> {
+        let raw: RawMetadata = serde_saphyr::from_str(text)
+            .map_err(|source| MetadataError::Syntax { file: file.to_string(), source: Box::new(source) })?;
+        let field =
+            |field: &'static str, message: String| MetadataError::Field { file: file.to_string(), field, message };
+        let required =
+            |value: Option<String>, name: &'static str| value.ok_or_else(|| field(name, "is required".into()));
+        let version =
+            |value: String, name: &'static str| value.parse::<StackVersion>().map_err(|e| field(name, e.to_string()));
+
+        let api_version = required(raw.api_version, "apiVersion")?;
+        if api_version != METADATA_API_VERSION {
+            return Err(field("apiVersion", format!("is {api_version:?}, expected {METADATA_API_VERSION:?}")));
+        }
+        let versions = raw.versions.ok_or_else(|| field("versions", "is required".into()))?;
+        let cluster_stack =
+            version(required(versions.cluster_stack, "versions.clusterStack")?, "versions.clusterStack")?;
+        let kubernetes = required(versions.kubernetes, "versions.kubernetes")?
+            .parse::<KubernetesVersion>()
+            .map_err(|m| field("versions.kubernetes", m))?;
+        let components = versions.components.ok_or_else(|| field("versions.components", "is required".into()))?;
+        let cluster_addon = version(
+            required(components.cluster_addon, "versions.components.clusterAddon")?,
+            "versions.components.clusterAddon",
+        )?;
+        let node_image = components.node_image.map(|v| version(v, "versions.components.nodeImage")).transpose()?;
+        Ok(Self {
+            versions: Versions { cluster_stack, kubernetes, components: Components { cluster_addon, node_image } },
+        })
+    }
+
+    /// Checks that the metadata belongs to the release `id`: same stack
+    /// version and same Kubernetes minor. `file` names it in errors.
+    pub fn check_matches(&self, file: &str, id: &ReleaseId) -> Result<(), MetadataError> {
+        let field =
+            |field: &'static str, message: String| MetadataError::Field { file: file.to_string(), field, message };
+        if self.versions.cluster_stack != id.version {
+            return Err(field(
+                "versions.clusterStack",
+                format!("is {}, but the release {} has version {}", self.versions.cluster_stack, id.tag(), id.version),
+            ));
+        }
+        if self.versions.kubernetes.minor_version() != id.kubernetes {
+            return Err(field(
+                "versions.kubernetes",
+                format!(
+                    "is {}, but the release {} is for Kubernetes {}",
+                    self.versions.kubernetes,
+                    id.tag(),
+                    id.kubernetes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes the file in the ecosystem's layout.
+    pub fn to_yaml(&self) -> String {
+        let raw = RawMetadata {
+            api_version: Some(METADATA_API_VERSION.to_string()),
+            versions: Some(RawVersions {
+                cluster_stack: Some(self.versions.cluster_stack.to_string()),
+                kubernetes: Some(self.versions.kubernetes.to_string()),
+                components: Some(RawComponents {
+                    cluster_addon: Some(self.versions.components.cluster_addon.to_string()),
+                    node_image: self.versions.components.node_image.as_ref().map(ToString::to_string),
+                }),
+            }),
+        };
+        // Serialising plain strings into YAML cannot fail; fall back to an
+        // empty document rather than panic if the library ever disagrees.
+        serde_saphyr::to_string(&raw).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
+versions:
+  clusterStack: v3
+  kubernetes: v1.27.5
+  components:
+    clusterAddon: v2
+    nodeImage: v3
+";
+
+    #[test]
+    fn parses_the_fact_sheet_example() {
+        let m = ReleaseMetadata::parse("metadata.yaml", SAMPLE).unwrap();
+        assert_eq!(m.versions.cluster_stack, StackVersion::Stable(3));
+        assert_eq!(m.versions.kubernetes, KubernetesVersion { major: 1, minor: 27, patch: 5 });
+        assert_eq!(m.versions.components.cluster_addon, StackVersion::Stable(2));
+        assert_eq!(m.versions.components.node_image, Some(StackVersion::Stable(3)));
+        let id = ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap();
+        m.check_matches("metadata.yaml", &id).unwrap();
+    }
+
+    #[test]
+    fn round_trips_through_yaml() {
+        let m = ReleaseMetadata::parse("metadata.yaml", SAMPLE).unwrap();
+        let again = ReleaseMetadata::parse("metadata.yaml", &m.to_yaml()).unwrap();
+        assert_eq!(m, again);
+    }
+
+    #[test]
+    fn non_stable_versions_use_the_dot_form() {
+        let text = SAMPLE.replace("clusterStack: v3", "clusterStack: v0-sha.hipstsw");
+        let m = ReleaseMetadata::parse("metadata.yaml", &text).unwrap();
+        let id = ReleaseId::from_tag("docker-ferrol-1-27-v0-sha-hipstsw").unwrap();
+        m.check_matches("metadata.yaml", &id).unwrap();
+    }
+
+    fn field_error(text: &str) -> (String, String) {
+        match ReleaseMetadata::parse("rel/metadata.yaml", text) {
+            Err(MetadataError::Field { file, field, message }) => (format!("{file}:{field}"), message),
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let cases = [
+            (SAMPLE.replace("metadata.clusterstack.x-k8s.io/v1alpha1", "v2"), "apiVersion"),
+            (SAMPLE.replace("  clusterStack: v3\n", ""), "versions.clusterStack"),
+            (SAMPLE.replace("clusterStack: v3", "clusterStack: 3"), "versions.clusterStack"),
+            (SAMPLE.replace("v1.27.5", "1.27.5"), "versions.kubernetes"),
+            (SAMPLE.replace("v1.27.5", "v1.27"), "versions.kubernetes"),
+            (SAMPLE.replace("clusterAddon: v2", "clusterAddon: two"), "versions.components.clusterAddon"),
+            (SAMPLE.replace("nodeImage: v3", "nodeImage: x"), "versions.components.nodeImage"),
+            ("apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1\n".to_string(), "versions"),
+        ];
+        for (text, field) in cases {
+            let (place, message) = field_error(&text);
+            assert_eq!(place, format!("rel/metadata.yaml:{field}"), "{message}");
+            assert!(!message.is_empty());
+        }
+    }
+
+    #[test]
+    fn syntax_errors_name_the_file() {
+        let err = ReleaseMetadata::parse("rel/metadata.yaml", "versions: [unclosed").unwrap_err();
+        assert!(matches!(err, MetadataError::Syntax { .. }));
+        assert!(err.to_string().starts_with("rel/metadata.yaml:"), "{err}");
+        let err = ReleaseMetadata::parse("rel/metadata.yaml", "bogus: 1\n").unwrap_err();
+        assert!(err.to_string().contains("rel/metadata.yaml"), "{err}");
+    }
+
+    #[test]
+    fn mismatch_with_the_release_is_reported() {
+        let m = ReleaseMetadata::parse("metadata.yaml", SAMPLE).unwrap();
+        let other_version = ReleaseId::from_tag("docker-ferrol-1-27-v4").unwrap();
+        let err = m.check_matches("metadata.yaml", &other_version).unwrap_err();
+        assert!(err.to_string().contains("versions.clusterStack"), "{err}");
+        let other_kube = ReleaseId::from_tag("docker-ferrol-1-28-v3").unwrap();
+        let err = m.check_matches("metadata.yaml", &other_kube).unwrap_err();
+        assert!(err.to_string().contains("versions.kubernetes"), "{err}");
+    }
+}
