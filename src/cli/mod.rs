@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own file and is dispatched from [`run`].
 
 mod crds;
+mod install;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -28,6 +29,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds(crds::CrdsArgs),
+    /// Print everything needed to run the operator in a cluster (`install --export | kubectl apply -f -`).
+    Install(install::InstallArgs),
 }
 
 /// Everything a command can fail with.
@@ -61,5 +64,6 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
+        Command::Install(args) => install::run(args),
     }
 }
