@@ -13,7 +13,7 @@ pub type RandomSource = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 /// The thread-local generator of `rand`.
 pub fn thread_random() -> RandomSource {
-    Arc::new(|| rand::random::<f64>())
+    Arc::new(rand::random::<f64>)
 }
 
 /// Spreads `interval` by up to `±jitter` (a fraction, e.g. `0.1` = 10%), so
