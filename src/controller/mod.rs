@@ -2,9 +2,10 @@
 //!
 //! - [`keep`]: which ClusterStackReleases a ClusterStack keeps, creates, deletes;
 //! - [`clusters`]: which releases the CAPI Clusters use;
-//! - [`conditions`] and [`status`]: deterministic status, written only on change;
+//! - [`conditions`], [`status`] and [`release_status`]: deterministic status, written only on change;
 //! - [`backoff`]: per-object exponential backoff and jittered polling;
 //! - [`metrics`]: the Prometheus metrics the operator serves;
+//! - [`objects`]: the ClusterStackRelease objects a stack owns, and when to poll;
 //! - [`config`]: the `clusterstack operator` settings.
 //!
 //! `docs/DESIGN.md` describes both reconcile loops.
@@ -15,6 +16,8 @@ pub mod conditions;
 pub mod config;
 pub mod keep;
 pub mod metrics;
+pub mod objects;
+pub mod release_status;
 pub mod status;
 
 /// The field manager of every server-side apply the operator makes.
