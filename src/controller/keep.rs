@@ -23,7 +23,7 @@ use std::fmt;
 use crate::api::{Channel, ClusterStack};
 use crate::release::{KubernetesMinor, ReleaseId, StackVersion};
 
-use super::clusters::{ClassUsage, ClusterKey, clusters_using};
+use super::clusters::{ClassUsage, ClusterKey};
 
 /// An existing ClusterStackRelease of the stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,14 +238,13 @@ pub fn plan(
     }
 
     // In use, by identity, in this namespace; whatever the source says.
-    let used: BTreeMap<String, &ReleaseId> = usages
-        .iter()
-        .filter(|u| u.class_namespace == namespace && of_stack(&u.class))
-        .map(|u| (u.class.tag(), &u.class))
-        .collect();
-    for id in used.into_values() {
-        let clusters = clusters_using(usages, id, namespace);
-        add(id, KeepReason::InUse { clusters });
+    // One pass over the usages (there may be thousands of Clusters).
+    let mut used: BTreeMap<String, (&ReleaseId, BTreeSet<ClusterKey>)> = BTreeMap::new();
+    for u in usages.iter().filter(|u| u.class_namespace == namespace && of_stack(&u.class)) {
+        used.entry(u.class.tag()).or_insert_with(|| (&u.class, BTreeSet::new())).1.insert(u.cluster.clone());
+    }
+    for (id, clusters) in used.into_values() {
+        add(id, KeepReason::InUse { clusters: clusters.into_iter().collect() });
     }
 
     if listed.is_some() {
@@ -561,5 +560,92 @@ mod tests {
                 "docker-ferrol-1-27-v0-sha-b"
             ]
         );
+    }
+
+    mod invariants {
+        use super::*;
+        use proptest::prelude::*;
+
+        // Versions v0..v11 of the stack (plus a few of another minor and two hashes),
+        // so that listings, existing releases and usages overlap often.
+        fn universe() -> Vec<ReleaseId> {
+            let mut tags: Vec<String> = (0..12).map(|n| format!("docker-ferrol-1-27-v{n}")).collect();
+            tags.extend(
+                ["docker-ferrol-1-28-v3", "docker-ferrol-1-27-v0-sha-abc", "docker-ferrol-1-27-v0-sha-def"]
+                    .map(String::from),
+            );
+            tags.iter().map(|t| ReleaseId::from_tag(t).unwrap()).collect()
+        }
+
+        fn pick(mask: u32) -> Vec<ReleaseId> {
+            universe().into_iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, id)| id).collect()
+        }
+
+        proptest! {
+            #[test]
+            fn plan_invariants(
+                listed_mask in any::<u32>(),
+                source_up in any::<bool>(),
+                existing_mask in any::<u32>(),
+                ready_mask in any::<u32>(),
+                used_mask in any::<u32>(),
+                pinned in proptest::collection::vec(0u32..14, 0..3),
+                custom in any::<bool>(),
+                auto in any::<bool>(),
+            ) {
+                let listed = pick(listed_mask);
+                let existing: Vec<ExistingRelease> = pick(existing_mask)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| ExistingRelease { name: id.tag(), ready: ready_mask & (1 << i) != 0 })
+                    .collect();
+                let usages: Vec<ClassUsage> = pick(used_mask)
+                    .iter()
+                    .map(|id| ClassUsage {
+                        cluster: ClusterKey { namespace: "team".into(), name: id.tag() },
+                        class: id.clone(),
+                        class_namespace: "stacks".into(),
+                    })
+                    .collect();
+                let versions: Vec<String> = pinned.iter().map(|n| format!("v{n}")).collect();
+                let versions: Vec<&str> = versions.iter().map(String::as_str).collect();
+                let channel = if custom { Channel::Custom } else { Channel::Stable };
+                let cs = stack(channel, &versions, auto);
+                let p = plan(&cs, source_up.then_some(listed.as_slice()), &existing, &usages);
+
+                let used: BTreeSet<String> = usages.iter().filter(|u| u.class.kubernetes.minor == 27).map(|u| u.class.tag()).collect();
+                let existing_names: BTreeSet<String> = existing.iter().map(|e| e.name.clone()).collect();
+                let listed_tags: BTreeSet<String> = listed.iter().map(ReleaseId::tag).collect();
+                if !source_up {
+                    prop_assert!(p.delete.is_empty() && p.create.is_empty());
+                }
+                for name in &p.delete {
+                    prop_assert!(!used.contains(name), "deletes {} in use", name);
+                    prop_assert!(existing_names.contains(name));
+                    prop_assert!(!p.keeps(name));
+                }
+                for id in &p.create {
+                    prop_assert!(listed_tags.contains(&id.tag()));
+                    prop_assert!(!existing_names.contains(&id.tag()));
+                    prop_assert!(p.keeps(&id.tag()));
+                }
+                for name in &used {
+                    prop_assert!(p.keeps(name), "{} in use but not kept", name);
+                }
+                // Everything existing is either kept, deleted, or (source down / other minor) left alone.
+                for name in &existing_names {
+                    let left_alone = !source_up || name.contains("-1-28-");
+                    prop_assert!(p.keeps(name) || p.delete.contains(name) || left_alone);
+                }
+                if let Some(latest) = &p.latest {
+                    prop_assert!(!custom && source_up);
+                    for id in &listed {
+                        if let (StackVersion::Stable(n), StackVersion::Stable(l)) = (&id.version, &latest.version) {
+                            prop_assert!(id.kubernetes.minor != 27 || n <= l);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

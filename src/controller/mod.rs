@@ -4,7 +4,7 @@
 //! - [`clusters`]: which releases the CAPI Clusters use;
 //! - [`conditions`], [`status`] and [`release_status`]: deterministic status, written only on change;
 //! - [`backoff`]: per-object exponential backoff and jittered polling;
-//! - [`metrics`]: the Prometheus metrics the operator serves;
+//! - [`metrics`] and [`serve`]: the Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
 //! - [`objects`]: the ClusterStackRelease objects a stack owns, and when to poll;
 //! - [`config`]: the `clusterstack operator` settings.
 //!
@@ -18,6 +18,7 @@ pub mod keep;
 pub mod metrics;
 pub mod objects;
 pub mod release_status;
+pub mod serve;
 pub mod status;
 
 /// The field manager of every server-side apply the operator makes.
