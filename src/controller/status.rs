@@ -178,7 +178,16 @@ fn ready_condition(input: &StatusInput<'_>) -> Condition {
     let mut problems = Vec::new();
     for tag in &wanted {
         match by_tag(tag) {
-            None => problems.push(format!("{tag}: not created yet")),
+            None => {
+                // Kept but neither existing nor to be created: the source does not publish it.
+                let unpublished =
+                    input.plan.is_some_and(|p| p.source_listed && !p.create.iter().any(|id| id.tag() == *tag));
+                problems.push(if unpublished {
+                    format!("{tag}: not published by the source")
+                } else {
+                    format!("{tag}: not created yet")
+                });
+            }
             Some(r) if !release_ready(r) => {
                 let msg = release_message(r);
                 let phase = release_phase(r);
@@ -291,11 +300,14 @@ mod tests {
         let plan = plan_keeping(&["docker-ferrol-1-27-v1"], None);
         let s = build_status(None, input(Some(&plan), &releases, &SyncOutcome::Listed, &now));
         assert!(conditions::is_true(&s.conditions, READY));
-        let plan = plan_keeping(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2"], None);
+        let mut plan = plan_keeping(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"], None);
+        plan.create = vec![ReleaseId::from_tag("docker-ferrol-1-27-v2").unwrap()];
         let s = build_status(None, input(Some(&plan), &releases, &SyncOutcome::Listed, &now));
         let ready = conditions::find(&s.conditions, READY).unwrap();
         assert_eq!(ready.status, FALSE);
-        assert!(ready.message.contains("docker-ferrol-1-27-v2: not created yet"));
+        assert!(ready.message.contains("docker-ferrol-1-27-v2: not created yet"), "{}", ready.message);
+        assert!(ready.message.contains("docker-ferrol-1-27-v3: not published by the source"), "{}", ready.message);
+        assert!(!ready.message.contains("docker-ferrol-1-27-v1"), "{}", ready.message);
         let empty = Plan { source_listed: true, ..Plan::default() };
         let s = build_status(None, input(Some(&empty), &[], &SyncOutcome::Listed, &now));
         assert_eq!(conditions::find(&s.conditions, READY).unwrap().reason, reason::NO_RELEASES);
