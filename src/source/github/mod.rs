@@ -37,6 +37,9 @@ const ACCEPT_BYTES: &str = "application/octet-stream";
 const PER_PAGE: u32 = 100;
 /// A guard against a server whose `next` links never end (100,000 releases).
 const MAX_PAGES: usize = 1000;
+/// Chunks queued between the network and the disk writer: enough to smooth out a slow write,
+/// few enough that memory stays a few MiB whatever the asset size.
+const CHANNEL_CHUNKS: usize = 8;
 
 /// An access token. Never printed: `Debug` and `Display` redact it.
 #[derive(Clone, PartialEq, Eq)]
@@ -627,7 +630,7 @@ async fn stream_to_file(
 ) -> Result<DownloadedAsset, SourceError> {
     let content_length = response.content_length();
     progress.start(&asset.name, Some(asset.size));
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(CHANNEL_CHUNKS);
     let path = dest.to_path_buf();
     let writer = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, String)> {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
