@@ -215,6 +215,22 @@ async fn an_exhausted_rate_limit_stops_all_requests_until_the_reset() {
 }
 
 #[tokio::test]
+async fn the_last_unit_of_the_rate_limit_is_not_overspent() {
+    let (fake, source, _) = one_release(b"metadata").await;
+    fake.set_remaining(1);
+    // A change, so that the listing is a counted 200 rather than a free 304.
+    fake.add_release("o", "r", FakeRelease::new("docker-ferrol-1-27-v2"));
+    // Answered 200, but with `x-ratelimit-remaining: 0`: the next request would be refused.
+    source.list().await.expect("the last allowed listing");
+    let before = fake.count(Route::Releases);
+    let err = source.list().await.expect_err("nothing left");
+    let SourceError::RateLimited { until, .. } = err else { panic!("not RateLimited: {err:?}") };
+    assert_eq!(Some(until), source.client().stats().rate_limit_reset);
+    assert!(until > jiff::Timestamp::now());
+    assert_eq!(fake.count(Route::Releases), before, "no request was sent");
+}
+
+#[tokio::test]
 async fn retry_after_is_honoured() {
     let (fake, source, _) = one_release(b"metadata").await;
     fake.retry_after(1);

@@ -295,6 +295,12 @@ impl FakeGitHub {
         self.state().rate_limit = Some(RateLimit::Exhausted { reset });
     }
 
+    /// Sets the `x-ratelimit-remaining` the next counted answer starts from (it is decremented
+    /// before answering, so 1 makes the next answer say 0).
+    pub fn set_remaining(&self, remaining: u64) {
+        self.state().remaining = remaining;
+    }
+
     /// API requests answer 429 with `retry-after: seconds` for that long.
     pub fn retry_after(&self, seconds: u64) {
         let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
