@@ -238,7 +238,8 @@ async fn retry_after_is_honoured() {
     let err = source.list().await.expect_err("rate limited");
     let SourceError::RateLimited { until, .. } = err else { panic!("not RateLimited: {err:?}") };
     let wait = until.duration_since(asked).as_millis();
-    assert!((900..=1100).contains(&wait), "retry-after 1s, got {wait}ms");
+    // At least the second asked for; the upper bound only allows for a slow, loaded machine.
+    assert!((1000..=3000).contains(&wait), "retry-after 1s, got {wait}ms");
     assert!(matches!(source.list().await, Err(SourceError::RateLimited { .. })));
     assert_eq!(fake.count(Route::Releases), 2, "the first listing and the limited one");
     tokio::time::sleep(Duration::from_millis(1100)).await;
