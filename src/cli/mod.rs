@@ -3,6 +3,9 @@
 //! Each subcommand lives in its own file and is dispatched from [`run`].
 
 mod crds;
+pub mod pull;
+pub mod releases;
+pub mod source_args;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -28,6 +31,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds(crds::CrdsArgs),
+    /// List the cluster-stack releases of a source.
+    Releases(releases::ReleasesArgs),
+    /// Fetch one release into the cache, verified and extracted.
+    Pull(pull::PullArgs),
 }
 
 /// Everything a command can fail with.
@@ -35,6 +42,8 @@ pub enum Command {
 pub enum CliError {
     #[error("could not serialise the CRDs to YAML")]
     CrdYaml(#[from] serde_saphyr::ser::Error),
+    #[error(transparent)]
+    Source(#[from] source_args::SourceCliError),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -61,5 +70,7 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
+        Command::Releases(args) => Ok(releases::run(args).await?),
+        Command::Pull(args) => Ok(pull::run(args).await?),
     }
 }
