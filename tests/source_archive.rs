@@ -4,7 +4,7 @@
 mod source_support;
 
 use clusterstack::source::archive::{ArchiveError, ExtractLimits, extract_tgz, extract_tgz_from};
-use source_support::{RawEntry, gzip, raw_tar, tgz};
+use source_support::{RawEntry, raw_tar, tgz};
 use tar::EntryType;
 
 fn extract_bytes(

@@ -98,7 +98,7 @@ impl SourceSpec {
 pub fn token_from_env(env: impl Fn(&str) -> Option<String>) -> Option<Token> {
     [ENV_GIT_ACCESS_TOKEN, ENV_GITHUB_TOKEN]
         .into_iter()
-        .filter_map(|k| env(k))
+        .filter_map(&env)
         .map(Token::new)
         .find(|t| !t.expose().is_empty())
 }
@@ -148,6 +148,12 @@ pub fn api_url_from_env(env: impl Fn(&str) -> Option<String>) -> String {
     env("GITHUB_API_URL").filter(|v| !v.trim().is_empty()).unwrap_or_else(|| github::DEFAULT_API_URL.to_string())
 }
 
+/// GitHub client settings from the environment alone (`GITHUB_API_URL`,
+/// `GIT_ACCESS_TOKEN` / `GITHUB_TOKEN`), for processes without flags.
+pub fn github_config_from_env(env: impl Fn(&str) -> Option<String>) -> github::GitHubConfig {
+    github::GitHubConfig { api_url: api_url_from_env(&env), token: token_from_env(&env), include_prereleases: false }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +198,9 @@ mod tests {
         assert!(token_from_env(env(&[])).is_none());
         assert_eq!(api_url_from_env(env(&[])), github::DEFAULT_API_URL);
         assert_eq!(api_url_from_env(env(&[("GITHUB_API_URL", "http://127.0.0.1:1")])), "http://127.0.0.1:1");
+        let config = github_config_from_env(env(&[("GITHUB_API_URL", "http://127.0.0.1:1"), ("GITHUB_TOKEN", "t")]));
+        assert_eq!(config.api_url, "http://127.0.0.1:1");
+        assert_eq!(config.token.map(|t| t.expose().to_string()).as_deref(), Some("t"));
     }
 
     #[test]
