@@ -251,11 +251,22 @@ async fn leftovers_of_a_crash_are_never_trusted() {
     assert_eq!(source.downloads(), 12);
     assert!(refetched.metadata().is_ok());
 
+    // A manifest pointing the chart outside the release is not trusted.
+    let manifest_path = refetched.dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&manifest_path).unwrap();
+    std::fs::write(&manifest_path, text.replace("cluster-class/docker-ferrol-1-27-cluster-class", "../../../etc"))
+        .unwrap();
+    let restarted = ReleaseCache::new(cache_dir.path()).unwrap();
+    let again = restarted.fetch(&source, &release, VERIFIED).await.unwrap();
+    assert!(again.downloaded);
+    assert!(again.cluster_class_chart_dir().starts_with(&again.dir));
+    assert_eq!(source.downloads(), 18);
+
     // A manifest that is not JSON is not trusted either.
     std::fs::write(refetched.dir.join(MANIFEST_FILE), "{").unwrap();
     let restarted = ReleaseCache::new(cache_dir.path()).unwrap();
     assert!(restarted.fetch(&source, &release, VERIFIED).await.unwrap().downloaded);
-    assert_eq!(source.downloads(), 18);
+    assert_eq!(source.downloads(), 24);
 }
 
 #[tokio::test]

@@ -78,6 +78,24 @@ async fn without_sha256sums_there_are_no_digests() {
 }
 
 #[tokio::test]
+async fn a_malformed_sha256sums_spoils_only_its_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = write_release(tmp.path(), &ReleaseOpts::default());
+    write_release(tmp.path(), &ReleaseOpts { version: "v3", ..Default::default() });
+    std::fs::write(bad.join("SHA256SUMS"), "not a checksum line\n").unwrap();
+    let source = DirSource::new(tmp.path()).unwrap();
+    let listing = source.list().await.unwrap();
+    assert_eq!(listing.releases.len(), 2);
+    assert_eq!(listing.releases[0].digest_coverage(), DigestCoverage::Sha256Sums);
+    assert_eq!(listing.releases[1].digest_coverage(), DigestCoverage::Complete);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = clusterstack::source::ReleaseCache::new(cache_dir.path()).unwrap();
+    let err = cache.fetch(&source, &listing.releases[0], Default::default()).await.unwrap_err();
+    assert!(matches!(err, clusterstack::source::CacheError::BadSha256Sums { .. }), "{err:?}");
+    assert!(err.to_string().contains("line 1"), "{err}");
+}
+
+#[tokio::test]
 async fn download_copies_and_hashes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = write_release(tmp.path(), &ReleaseOpts::default());

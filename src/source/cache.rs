@@ -606,6 +606,18 @@ pub fn load_manifest(dir: &Path, full: bool) -> Result<Manifest, CacheError> {
     if manifest.format != MANIFEST_FORMAT {
         return Err(corrupt(format!("{MANIFEST_FILE} has format {}, expected {MANIFEST_FORMAT}", manifest.format)));
     }
+    // The chart path is joined onto the release directory: keep it inside.
+    let chart_ok = manifest.cluster_class_chart == CLUSTER_CLASS_DIR
+        || manifest
+            .cluster_class_chart
+            .strip_prefix(&format!("{CLUSTER_CLASS_DIR}/"))
+            .is_some_and(|rest| check_component("chart directory", rest).is_ok());
+    if !chart_ok {
+        return Err(corrupt(format!(
+            "{MANIFEST_FILE} names an invalid chart directory {:?}",
+            manifest.cluster_class_chart
+        )));
+    }
     if !full {
         return Ok(manifest);
     }

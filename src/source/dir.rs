@@ -109,9 +109,15 @@ fn list_assets(dir: &Path) -> Result<Vec<AssetInfo>, SourceError> {
     if let Some(sums) = assets.iter().find(|a| a.name == SHA256SUMS) {
         let path = dir.join(&sums.name);
         let text = std::fs::read_to_string(&path).map_err(|e| SourceError::io("cannot read", &path, e))?;
-        let sums = parse_sha256sums(&text).map_err(|m| SourceError::Other(format!("{}: {m}", path.display())))?;
-        for asset in &mut assets {
-            asset.sha256 = sums.get(&asset.name).cloned();
+        // A bad file spoils only its own release: the listing goes on without
+        // its digests, and fetching that release fails on the same parse.
+        match parse_sha256sums(&text) {
+            Ok(sums) => {
+                for asset in &mut assets {
+                    asset.sha256 = sums.get(&asset.name).cloned();
+                }
+            }
+            Err(message) => tracing::warn!(file = %path.display(), message, "ignoring a malformed SHA256SUMS"),
         }
     }
     Ok(assets)
