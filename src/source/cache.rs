@@ -314,7 +314,7 @@ impl ReleaseCache {
             let lock_key = format!("{source_key}/{tag}");
             let lock = self.lock_for(&lock_key);
             let _guard = lock.lock().await;
-            self.discard(&base.join(tag))?;
+            self.discard(&base.join(tag)).await?;
             self.mark_checked(&lock_key, false);
             tracing::info!(source_key, tag, "pruned cached release");
         }
@@ -370,28 +370,33 @@ impl ReleaseCache {
             }
             Ok(manifest) => {
                 tracing::warn!(dir = %dir.display(), tag = manifest.tag, "cached release has another tag; fetching again");
-                self.discard(dir)?;
+                self.discard(dir).await?;
                 self.mark_checked(lock_key, false);
                 Ok(None)
             }
             Err(err) => {
                 tracing::warn!(dir = %dir.display(), %err, "cached release failed verification; fetching again");
-                self.discard(dir)?;
+                self.discard(dir).await?;
                 self.mark_checked(lock_key, false);
                 Ok(None)
             }
         }
     }
 
-    /// Moves `dir` out of the cache (atomic), then deletes it.
-    fn discard(&self, dir: &Path) -> Result<(), CacheError> {
+    /// Moves `dir` out of the cache (atomic), then deletes it off the async workers.
+    async fn discard(&self, dir: &Path) -> Result<(), CacheError> {
         let trash = self.root.join(TMP_DIR).join(format!("discard-{:016x}", rand::random::<u64>()));
-        match std::fs::rename(dir, &trash) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(CacheError::io("cannot remove cached release", dir, e)),
-        }
-        std::fs::remove_dir_all(&trash).map_err(|e| CacheError::io("cannot delete", &trash, e))
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            match std::fs::rename(&dir, &trash) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(CacheError::io("cannot remove cached release", &dir, e)),
+            }
+            std::fs::remove_dir_all(&trash).map_err(|e| CacheError::io("cannot delete", &trash, e))
+        })
+        .await
+        .map_err(|e| CacheError::Task(e.to_string()))?
     }
 
     async fn download(
