@@ -236,7 +236,9 @@ impl ReleaseCache {
         std::fs::create_dir_all(&root).map_err(|e| CacheError::io("cannot create the cache directory", &root, e))?;
         let tmp = root.join(TMP_DIR);
         if tmp.exists() {
-            tracing::info!(dir = %tmp.display(), "removing leftovers of an interrupted run");
+            if std::fs::read_dir(&tmp).map(|mut d| d.next().is_some()).unwrap_or(true) {
+                tracing::info!(dir = %tmp.display(), "removing leftovers of an interrupted run");
+            }
             std::fs::remove_dir_all(&tmp).map_err(|e| CacheError::io("cannot clean", &tmp, e))?;
         }
         std::fs::create_dir_all(&tmp).map_err(|e| CacheError::io("cannot create", &tmp, e))?;
