@@ -4,6 +4,9 @@
 
 mod crds;
 mod install;
+pub mod pull;
+pub mod releases;
+pub mod source_args;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -31,6 +34,10 @@ pub enum Command {
     Crds(crds::CrdsArgs),
     /// Print everything needed to run the operator in a cluster (`install --export | kubectl apply -f -`).
     Install(install::InstallArgs),
+    /// List the cluster-stack releases of a source.
+    Releases(releases::ReleasesArgs),
+    /// Fetch one release into the cache, verified and extracted.
+    Pull(pull::PullArgs),
 }
 
 /// Everything a command can fail with.
@@ -38,6 +45,8 @@ pub enum Command {
 pub enum CliError {
     #[error("could not serialise the CRDs to YAML")]
     CrdYaml(#[from] serde_saphyr::ser::Error),
+    #[error(transparent)]
+    Source(#[from] source_args::SourceCliError),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -65,5 +74,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
         Command::Install(args) => install::run(args),
+        Command::Releases(args) => Ok(releases::run(args).await?),
+        Command::Pull(args) => Ok(pull::run(args).await?),
     }
 }
