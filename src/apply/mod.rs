@@ -8,9 +8,8 @@
 
 mod discovery;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -255,14 +254,12 @@ struct Outcome {
     change: Change,
 }
 
-/// Applies, prunes and deletes release objects. Keep one per process: it caches discovery and
-/// the resourceVersions it last saw (to tell which objects an apply changed).
+/// Applies, prunes and deletes release objects. Keep one per process and share it: it caches
+/// discovery. It keeps no other state; every pass reads what is on the server.
 pub struct Applier {
     client: Client,
     discovery: DiscoveryCache,
     concurrency: usize,
-    /// resourceVersion of each object after our last apply of it.
-    seen: Mutex<HashMap<ObjectKey, String>>,
 }
 
 impl Applier {
@@ -272,7 +269,6 @@ impl Applier {
             discovery: DiscoveryCache::new(client.clone()),
             client,
             concurrency: DEFAULT_CONCURRENCY,
-            seen: Mutex::new(HashMap::new()),
         }
     }
 
@@ -288,18 +284,6 @@ impl Applier {
         } else {
             Api::all_with(self.client.clone(), &resolved.resource)
         }
-    }
-
-    fn seen_rv(&self, key: &ObjectKey) -> Option<String> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
-    }
-
-    fn remember_rv(&self, key: ObjectKey, rv: Option<String>) {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        match rv {
-            Some(rv) => seen.insert(key, rv),
-            None => seen.remove(&key),
-        };
     }
 
     /// The key of a rendered object before resolution (its namespace as written).
@@ -447,16 +431,14 @@ impl Applier {
             }
         }
         let api = self.api(&resolved, &key.namespace);
-        // Without a remembered version, read it first to tell a no-op from a change.
-        let before = match self.seen_rv(&key) {
-            Some(rv) => Some(Some(rv)),
-            None => match api.get_opt(&key.name).await {
-                Ok(found) => Some(found.and_then(|o| o.resource_version())),
-                Err(e) => {
-                    tracing::debug!(object = %key, error = %describe(&e), "reading an object before applying it failed");
-                    None
-                }
-            },
+        // Read the current version first: an apply that changes nothing keeps it, so comparing
+        // tells drift corrected (or a new desired state) from a no-op, without remembering anything.
+        let before = match api.get_opt(&key.name).await {
+            Ok(found) => Some(found.and_then(|o| o.resource_version())),
+            Err(e) => {
+                tracing::debug!(object = %key, error = %describe(&e), "reading an object before applying it failed");
+                None
+            }
         };
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
@@ -473,13 +455,9 @@ impl Applier {
                     Change::Changed => tracing::info!(object = %key, "changed by apply"),
                     _ => tracing::debug!(object = %key, "unchanged"),
                 }
-                self.remember_rv(key.clone(), after);
                 Outcome { status: key.status(SyncStatus::Synced, String::new()), key, change }
             }
-            Err(e) => {
-                self.remember_rv(key.clone(), None);
-                fail(key, format!("server-side apply failed: {}", describe(&e)))
-            }
+            Err(e) => fail(key, format!("server-side apply failed: {}", describe(&e))),
         }
     }
 
@@ -533,7 +511,6 @@ impl Applier {
         match api.delete(&key.name, &params).await {
             Ok(_) => {
                 tracing::info!(object = %key, release = %owner.release, "deleted");
-                self.remember_rv(key.clone(), None);
                 Ok(DeleteOutcome::Deleted)
             }
             Err(e) if is_not_found(&e) => Ok(DeleteOutcome::Gone),
