@@ -44,10 +44,13 @@ async fn discovery_serves_builtins_and_applied_crds() {
         let (ar, caps) = d.resolve_gvk(&kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap")).unwrap();
         assert_eq!(ar.plural, "configmaps");
         assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
-        let (lease, _) = d.resolve_gvk(&kube::api::GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease")).unwrap();
+        let (lease, _) =
+            d.resolve_gvk(&kube::api::GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease")).unwrap();
         assert_eq!(lease.plural, "leases");
         assert!(d.resolve_gvk(&kube::api::GroupVersionKind::gvk("events.k8s.io", "v1", "Event")).is_some());
-        assert!(d.resolve_gvk(&kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "ClusterClass")).is_none());
+        assert!(
+            d.resolve_gvk(&kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "ClusterClass")).is_none()
+        );
     }
     // Applying a CRD makes its kind servable, with the CRD's own plural.
     for crd in support::fixtures::capi_crds() {
@@ -56,7 +59,11 @@ async fn discovery_serves_builtins_and_applied_crds() {
     let crd = server
         .get_object("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "clusterclasses.cluster.x-k8s.io")
         .unwrap();
-    let established = crd["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Established" && c["status"] == "True");
+    let established = crd["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Established" && c["status"] == "True");
     assert!(established, "{crd}");
     let d = Discovery::new(client.clone()).run_aggregated().await.unwrap();
     let (ar, caps) =
@@ -129,7 +136,10 @@ async fn status_subresource_and_spec_are_written_separately() {
     assert_eq!(st.data["status"]["ready"], true);
     assert_eq!(st.data["spec"]["a"], 1, "a status write changed spec");
     assert_eq!(st.metadata.generation, Some(1), "a status write bumped the generation");
-    let spec = api.patch("c", &PatchParams::default(), &Patch::Merge(json!({"spec": {"a": 3}, "status": {"ready": false}}))).await.unwrap();
+    let spec = api
+        .patch("c", &PatchParams::default(), &Patch::Merge(json!({"spec": {"a": 3}, "status": {"ready": false}})))
+        .await
+        .unwrap();
     assert_eq!(spec.data["status"]["ready"], true, "a spec write changed status");
     assert_eq!(spec.metadata.generation, Some(2));
 }
@@ -138,10 +148,9 @@ async fn status_subresource_and_spec_are_written_separately() {
 async fn server_side_apply_tracks_fields_per_manager() {
     let server = ApiServer::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(server.client());
-    let apply = |data: serde_json::Value| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "data": data})
-    };
-    let a = api.patch("s", &PatchParams::apply("one"), &Patch::Apply(apply(json!({"x": "1", "y": "1"})))).await.unwrap();
+    let apply = |data: serde_json::Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}, "data": data});
+    let a =
+        api.patch("s", &PatchParams::apply("one"), &Patch::Apply(apply(json!({"x": "1", "y": "1"})))).await.unwrap();
     let b = api.patch("s", &PatchParams::apply("two"), &Patch::Apply(apply(json!({"z": "2"})))).await.unwrap();
     assert_eq!(b.data.as_ref().unwrap().len(), 3);
     assert_eq!(b.metadata.managed_fields.as_ref().map(Vec::len), Some(2));
@@ -153,9 +162,15 @@ async fn server_side_apply_tracks_fields_per_manager() {
     let d = api.patch("s", &PatchParams::apply("one"), &Patch::Apply(apply(json!({"x": "1"})))).await.unwrap();
     assert_eq!(d.resource_version(), c.metadata.resource_version);
     // Another manager changing x conflicts, unless forced.
-    let err = api.patch("s", &PatchParams::apply("two"), &Patch::Apply(apply(json!({"z": "2", "x": "9"})))).await.unwrap_err();
+    let err = api
+        .patch("s", &PatchParams::apply("two"), &Patch::Apply(apply(json!({"z": "2", "x": "9"}))))
+        .await
+        .unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err:?}");
-    let e = api.patch("s", &PatchParams::apply("two").force(), &Patch::Apply(apply(json!({"z": "2", "x": "9"})))).await.unwrap();
+    let e = api
+        .patch("s", &PatchParams::apply("two").force(), &Patch::Apply(apply(json!({"z": "2", "x": "9"}))))
+        .await
+        .unwrap();
     assert_eq!(e.data.unwrap()["x"], "9");
     assert_ne!(e.metadata.resource_version, a.metadata.resource_version);
 }
@@ -256,7 +271,9 @@ async fn namespace_deletion_removes_its_contents() {
     let server = ApiServer::start().await;
     let client = server.client();
     let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "gone"}})).unwrap()).await.unwrap();
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "gone"}})).unwrap())
+        .await
+        .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client, "gone");
     api.create(&PostParams::default(), &cm("x", json!({}), json!({}))).await.unwrap();
     nss.delete("gone", &DeleteParams::default()).await.unwrap();
@@ -329,7 +346,8 @@ async fn a_controller_with_a_finalizer_runs_end_to_end() {
     })
     .await;
     api.delete("watched", &DeleteParams::default()).await.unwrap();
-    eventually("cleanup and deletion", || server.get_object("v1", "ConfigMap", Some("default"), "watched").is_none()).await;
+    eventually("cleanup and deletion", || server.get_object("v1", "ConfigMap", Some("default"), "watched").is_none())
+        .await;
     assert_eq!(seen.cleaned.load(Ordering::SeqCst), 1);
     assert!(seen.reconciled.load(Ordering::SeqCst) >= 1);
     task.abort();

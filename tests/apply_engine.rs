@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clusterstack::api::{ResourceStatus, SyncStatus};
 use clusterstack::apply::{
-    ApplyError, ApplyOptions, Applier, FIELD_MANAGER, ObjectKey, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner,
+    Applier, ApplyError, ApplyOptions, FIELD_MANAGER, ObjectKey, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner,
 };
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
@@ -77,7 +77,10 @@ async fn cluster_class_v1_then_v2_updates_and_prunes() {
     assert_eq!(keys(&report2.created), [key("DockerMachineTemplate", "docker-ferrol-1-27-worker-v2")]);
     assert_eq!(
         keys(&report2.corrected),
-        [key("ClusterClass", "docker-ferrol-1-27-v1"), key("KubeadmControlPlaneTemplate", "docker-ferrol-1-27-control-plane-v1")]
+        [
+            key("ClusterClass", "docker-ferrol-1-27-v1"),
+            key("KubeadmControlPlaneTemplate", "docker-ferrol-1-27-control-plane-v1")
+        ]
     );
     assert_eq!(keys(&report2.pruned), [key("DockerMachineTemplate", "docker-ferrol-1-27-worker-v1")]);
     assert!(get(&server, DMT, "DockerMachineTemplate", "docker-ferrol-1-27-worker-v1").is_none());
@@ -151,10 +154,16 @@ async fn one_failing_object_leaves_the_rest_synced() {
     assert_eq!(report.failed, 1);
     let failed: Vec<&ResourceStatus> = report.failures().collect();
     assert_eq!(failed.len(), 1);
-    assert_eq!((failed[0].kind.as_str(), failed[0].name.as_str()), ("KubeadmConfigTemplate", "docker-ferrol-1-27-worker-v1"));
+    assert_eq!(
+        (failed[0].kind.as_str(), failed[0].name.as_str()),
+        ("KubeadmConfigTemplate", "docker-ferrol-1-27-worker-v1")
+    );
     assert!(failed[0].error.contains("500"), "{}", failed[0].error);
     assert_eq!(report.inventory.iter().filter(|r| r.status == SyncStatus::Synced).count(), 5);
-    assert!(get(&server, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfigTemplate", "docker-ferrol-1-27-worker-v1").is_none());
+    assert!(
+        get(&server, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfigTemplate", "docker-ferrol-1-27-worker-v1")
+            .is_none()
+    );
     assert!(get(&server, DMT, "DockerMachineTemplate", "docker-ferrol-1-27-worker-v1").is_some());
     // The next pass heals it.
     let healed = applier.apply(&v1, &ApplyOptions::new(owner("docker-ferrol-1-27-v1"))).await.unwrap();
@@ -171,17 +180,26 @@ async fn a_crd_and_its_objects_in_one_apply() {
     let applier = Applier::new(server.client());
     // Resolve something first, so the cached discovery predates the CRD.
     applier.apply(&[config_map("warm", None, &[])], &ApplyOptions::new(owner("r"))).await.unwrap();
-    let mut objects: Vec<DynamicObject> =
-        capi_crds().into_iter().filter(|c| c.metadata.name.as_deref() == Some("clusterclasses.cluster.x-k8s.io")).collect();
-    objects.extend(load_yaml("apply/cluster-class-v1.yaml").into_iter().filter(|o| {
-        o.types.as_ref().is_some_and(|t| t.kind == "ClusterClass")
-    }));
+    let mut objects: Vec<DynamicObject> = capi_crds()
+        .into_iter()
+        .filter(|c| c.metadata.name.as_deref() == Some("clusterclasses.cluster.x-k8s.io"))
+        .collect();
+    objects.extend(
+        load_yaml("apply/cluster-class-v1.yaml")
+            .into_iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ClusterClass")),
+    );
     let report = applier.apply(&objects, &ApplyOptions::new(owner("r"))).await.unwrap();
     assert!(report.all_synced(), "{:?}", report.inventory);
     assert_eq!(report.inventory[0].kind, "CustomResourceDefinition");
     assert_eq!(report.inventory[0].namespace, "", "a cluster-scoped object got a namespace");
     assert!(get(&server, "cluster.x-k8s.io/v1beta1", "ClusterClass", "docker-ferrol-1-27-v1").is_some());
-    let crd = server.get_object("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "clusterclasses.cluster.x-k8s.io");
+    let crd = server.get_object(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        "clusterclasses.cluster.x-k8s.io",
+    );
     assert_eq!(crd.unwrap()["metadata"]["labels"][RELEASE_LABEL], "r");
 }
 
@@ -191,11 +209,15 @@ async fn a_crd_never_established_times_out_and_its_objects_fail() {
     server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
     server.set_crd_establish_delay(None);
     let applier = Applier::new(server.client());
-    let mut objects: Vec<DynamicObject> =
-        capi_crds().into_iter().filter(|c| c.metadata.name.as_deref() == Some("clusterclasses.cluster.x-k8s.io")).collect();
-    objects.extend(load_yaml("apply/cluster-class-v1.yaml").into_iter().filter(|o| {
-        o.types.as_ref().is_some_and(|t| t.kind == "ClusterClass")
-    }));
+    let mut objects: Vec<DynamicObject> = capi_crds()
+        .into_iter()
+        .filter(|c| c.metadata.name.as_deref() == Some("clusterclasses.cluster.x-k8s.io"))
+        .collect();
+    objects.extend(
+        load_yaml("apply/cluster-class-v1.yaml")
+            .into_iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ClusterClass")),
+    );
     let mut opts = ApplyOptions::new(owner("r"));
     opts.crd_timeout = Duration::from_millis(300);
     let report = applier.apply(&objects, &opts).await.unwrap();
@@ -215,7 +237,9 @@ async fn delete_all_removes_only_ours() {
     // Someone else's object of the same name in another namespace, and one of ours taken over by
     // hand (its labels removed).
     server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}));
-    server.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared-name", "namespace": "other"}}));
+    server.put_object(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared-name", "namespace": "other"}}),
+    );
     server.edit_object(DMT, "DockerClusterTemplate", Some(NS), "docker-ferrol-1-27-cluster-v1", |o| {
         o["metadata"]["labels"] = json!({});
     });
@@ -284,7 +308,8 @@ async fn prune_refuses_objects_without_our_labels_and_empty_renders() {
     assert!(server.get_object("v1", "ConfigMap", Some(NS), "mine").is_none());
 
     // An empty render never prunes everything by accident.
-    let err = applier.apply(&[], &ApplyOptions::new(owner("r1")).with_previous(report.inventory.clone())).await.unwrap_err();
+    let err =
+        applier.apply(&[], &ApplyOptions::new(owner("r1")).with_previous(report.inventory.clone())).await.unwrap_err();
     assert!(matches!(err, ApplyError::EmptyRender { previous: 1, .. }), "{err}");
     assert!(server.get_object("v1", "ConfigMap", Some(NS), "keep").is_some());
     let mut allow = ApplyOptions::new(owner("r1")).with_previous(report.inventory.clone());
@@ -299,7 +324,10 @@ async fn a_failed_prune_stays_in_the_inventory() {
     let server = ApiServer::start().await;
     server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
     let applier = Applier::new(server.client());
-    let first = applier.apply(&[config_map("a", None, &[]), config_map("b", None, &[])], &ApplyOptions::new(owner("r"))).await.unwrap();
+    let first = applier
+        .apply(&[config_map("a", None, &[]), config_map("b", None, &[])], &ApplyOptions::new(owner("r")))
+        .await
+        .unwrap();
     server.fail_next(RequestMatch::any().verb("delete").resource("configmaps").name("b"), 500, 1);
     let opts = ApplyOptions::new(owner("r")).with_previous(first.inventory.clone());
     let report = applier.apply(&[config_map("a", None, &[])], &opts).await.unwrap();
@@ -307,7 +335,8 @@ async fn a_failed_prune_stays_in_the_inventory() {
     let b = report.inventory.iter().find(|r| r.name == "b").unwrap();
     assert_eq!(b.status, SyncStatus::NotSynced);
     assert!(b.error.contains("pruning failed") && b.error.contains("500"), "{}", b.error);
-    let retry = applier.apply(&[config_map("a", None, &[])], &opts.with_previous(report.inventory.clone())).await.unwrap();
+    let retry =
+        applier.apply(&[config_map("a", None, &[])], &opts.with_previous(report.inventory.clone())).await.unwrap();
     assert!(retry.all_synced());
     assert_eq!(keys(&retry.pruned), [key("ConfigMap", "b")]);
 }
@@ -317,9 +346,10 @@ async fn namespaces_default_to_the_release_and_objects_keep_their_own() {
     let server = ApiServer::start().await;
     server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
     let applier = Applier::new(server.client());
-    let ns: DynamicObject =
-        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "addons", "namespace": "bogus"}}))
-            .unwrap();
+    let ns: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "addons", "namespace": "bogus"}}),
+    )
+    .unwrap();
     let objects = vec![ns, config_map("in-addons", Some("addons"), &[]), config_map("defaulted", None, &[])];
     let report = applier.apply(&objects, &ApplyOptions::new(owner("r"))).await.unwrap();
     assert!(report.all_synced(), "{:?}", report.inventory);
@@ -328,7 +358,8 @@ async fn namespaces_default_to_the_release_and_objects_keep_their_own() {
     assert!(server.get_object("v1", "ConfigMap", Some(NS), "defaulted").is_some());
     // Unknown kinds fail alone, with a message naming the kind.
     let bad: DynamicObject =
-        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})).unwrap();
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}))
+            .unwrap();
     let report = applier.apply(&[bad, config_map("ok", None, &[])], &ApplyOptions::new(owner("r"))).await.unwrap();
     assert_eq!(report.failed, 1);
     assert!(report.inventory[0].error.contains("Widget"), "{}", report.inventory[0].error);

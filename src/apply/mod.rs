@@ -265,11 +265,7 @@ pub struct Applier {
 impl Applier {
     /// An applier using `client`, applying up to [`DEFAULT_CONCURRENCY`] objects at a time.
     pub fn new(client: Client) -> Self {
-        Self {
-            discovery: DiscoveryCache::new(client.clone()),
-            client,
-            concurrency: DEFAULT_CONCURRENCY,
-        }
+        Self { discovery: DiscoveryCache::new(client.clone()), client, concurrency: DEFAULT_CONCURRENCY }
     }
 
     /// Sets how many objects of one ordering group are applied at the same time (at least 1).
@@ -411,9 +407,15 @@ impl Applier {
             Err(e) => return fail(key, format!("the object cannot be serialised: {e}")),
         };
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-            for server_owned in
-                ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "deletionTimestamp", "selfLink"]
-            {
+            for server_owned in [
+                "managedFields",
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "deletionTimestamp",
+                "selfLink",
+            ] {
                 meta.remove(server_owned);
             }
             if key.namespace.is_empty() {
@@ -468,7 +470,8 @@ impl Applier {
             let api = api.clone();
             async move {
                 let cond = kube::runtime::wait::conditions::is_crd_established();
-                let done = tokio::time::timeout(timeout, kube::runtime::wait::await_condition(api, &k.name, cond)).await;
+                let done =
+                    tokio::time::timeout(timeout, kube::runtime::wait::await_condition(api, &k.name, cond)).await;
                 match done {
                     Ok(Ok(_)) => None,
                     Ok(Err(e)) => {
@@ -610,11 +613,15 @@ mod tests {
         }))
         .unwrap();
         let k = Applier::raw_key(&obj);
-        assert_eq!((k.group.as_str(), k.version.as_str(), k.kind.as_str()), ("cluster.x-k8s.io", "v1beta1", "ClusterClass"));
+        assert_eq!(
+            (k.group.as_str(), k.version.as_str(), k.kind.as_str()),
+            ("cluster.x-k8s.io", "v1beta1", "ClusterClass")
+        );
         assert_eq!(k.to_string(), "cluster.x-k8s.io/v1beta1 ClusterClass ns/c");
-        let core: DynamicObject =
-            serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}))
-                .unwrap();
+        let core: DynamicObject = serde_json::from_value(
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+        )
+        .unwrap();
         let k = Applier::raw_key(&core);
         assert_eq!((k.group.as_str(), k.version.as_str()), ("", "v1"));
     }

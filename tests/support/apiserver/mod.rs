@@ -233,7 +233,8 @@ impl ApiServer {
         let out = lock(&self.shared.store).put_direct(obj);
         match out {
             Ok(v) if v["kind"] == "CustomResourceDefinition" => {
-                let rt = lock(&self.shared.store).resource_for_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+                let rt =
+                    lock(&self.shared.store).resource_for_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition");
                 match rt {
                     Some(rt) => establish_if_crd(&self.shared, &rt, v),
                     None => v,
@@ -295,7 +296,13 @@ fn parse_path(path: &str) -> Result<Target, ApiError> {
         Some("version") => return Ok(Target { discovery: Some(segs), ..Default::default() }),
         Some("api") => (String::new(), segs[1].clone(), &segs[2..]),
         Some("apis") => (segs[1].clone(), segs[2].clone(), &segs[3..]),
-        _ => return Err(ApiError::new(404, "NotFound", format!("the server could not find the requested resource {path}"))),
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource {path}"),
+            ));
+        }
     };
     let mut t = Target { group, version, ..Default::default() };
     let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
@@ -312,7 +319,13 @@ fn parse_path(path: &str) -> Result<Target, ApiError> {
         [r] => t.resource = r.to_string(),
         [r, n] => (t.resource, t.name) = (r.to_string(), n.to_string()),
         [r, n, s] => (t.resource, t.name, t.subresource) = (r.to_string(), n.to_string(), s.to_string()),
-        _ => return Err(ApiError::new(404, "NotFound", format!("the server could not find the requested resource {path}"))),
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource {path}"),
+            ));
+        }
     }
     Ok(t)
 }
@@ -479,7 +492,8 @@ fn discovery(shared: &Shared, segs: &[String], accept: &str) -> Response {
                     None => status_response(&ApiError::new(404, "NotFound", format!("group {name} not found"))),
                 };
             }
-            let list: Vec<Value> = groups.iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_json(g, vs)).collect();
+            let list: Vec<Value> =
+                groups.iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_json(g, vs)).collect();
             json_response(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}))
         }
         ["api", v] | ["apis", _, v] => {
@@ -488,8 +502,10 @@ fn discovery(shared: &Shared, segs: &[String], accept: &str) -> Response {
             for t in store.types.iter().filter(|t| t.group == g && t.version == *v) {
                 resources.push(resource_json(t));
                 if t.status {
-                    resources.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
-                                          "kind": t.kind, "verbs": ["get", "patch", "update"]}));
+                    resources.push(
+                        json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
+                                          "kind": t.kind, "verbs": ["get", "patch", "update"]}),
+                    );
                 }
             }
             if resources.is_empty() {
@@ -524,12 +540,22 @@ fn serve(
         ));
     };
     if rt.namespaced != t.namespace.is_some() && !(verb == "list" || verb == "watch") {
-        return status_response(&ApiError::new(404, "NotFound", format!("{} is {}namespaced", rt.plural, if rt.namespaced { "" } else { "not " })));
+        return status_response(&ApiError::new(
+            404,
+            "NotFound",
+            format!("{} is {}namespaced", rt.plural, if rt.namespaced { "" } else { "not " }),
+        ));
     }
     let status_sub = match t.subresource.as_str() {
         "" => false,
         "status" if rt.status => true,
-        other => return status_response(&ApiError::new(404, "NotFound", format!("subresource {other} not served for {}", rt.plural))),
+        other => {
+            return status_response(&ApiError::new(
+                404,
+                "NotFound",
+                format!("subresource {other} not served for {}", rt.plural),
+            ));
+        }
     };
     let ns = t.namespace.as_deref();
     let labels = match LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or("")) {
@@ -559,7 +585,8 @@ fn serve(
             let out = lock(&shared.store).create(&rt, ns, b)?;
             Ok((StatusCode::CREATED, establish_if_crd(shared, &rt, out)))
         }),
-        "update" => parse_body().and_then(|b| lock(&shared.store).update(&rt, ns, &t.name, status_sub, b).map(|v| (StatusCode::OK, v))),
+        "update" => parse_body()
+            .and_then(|b| lock(&shared.store).update(&rt, ns, &t.name, status_sub, b).map(|v| (StatusCode::OK, v))),
         "patch" => {
             let kind = if content_type.starts_with("application/apply-patch") {
                 PatchType::Apply
@@ -578,7 +605,8 @@ fn serve(
             })
         }
         "delete" => {
-            let opts: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+            let opts: Value =
+                if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
             let uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
             lock(&shared.store).delete(&rt, ns, &t.name, uid).map(|v| (StatusCode::OK, v))
         }
@@ -663,7 +691,15 @@ fn watch(
                         namespace: ns.clone().unwrap_or_default(),
                         obj: o,
                     };
-                    let ev = store::Event { namespace: ev.obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string(), ..ev };
+                    let ev = store::Event {
+                        namespace: ev
+                            .obj
+                            .pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        ..ev
+                    };
                     if matches(&ev) {
                         first.push(line("ADDED", &ev.obj));
                     }

@@ -65,14 +65,7 @@ fn builtin_types() -> Vec<ResourceType> {
         T::builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", true, false),
         T::builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, false),
         T::builtin("apps", "v1", "Deployment", "deployments", true, true),
-        T::builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            false,
-            true,
-        ),
+        T::builtin("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false, true),
     ]
 }
 
@@ -193,7 +186,9 @@ fn leaf_paths(v: &Value, prefix: &mut FieldPath, out: &mut BTreeSet<FieldPath>) 
             for (k, child) in m {
                 let skip = match prefix.len() {
                     0 => k == "apiVersion" || k == "kind",
-                    1 if prefix[0] == "metadata" => k == "name" || k == "namespace" || SERVER_META.contains(&k.as_str()),
+                    1 if prefix[0] == "metadata" => {
+                        k == "name" || k == "namespace" || SERVER_META.contains(&k.as_str())
+                    }
                     _ => false,
                 };
                 if skip || child.is_null() {
@@ -371,7 +366,10 @@ impl Store {
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Res<Value> {
-        self.objects.get(&Self::key(rt, ns, name)).map(|st| Self::render(rt, st)).ok_or_else(|| ApiError::not_found(rt, name))
+        self.objects
+            .get(&Self::key(rt, ns, name))
+            .map(|st| Self::render(rt, st))
+            .ok_or_else(|| ApiError::not_found(rt, name))
     }
 
     /// Lists objects of a resource (in one namespace or all), filtered by selectors.
@@ -437,7 +435,9 @@ impl Store {
         // Empty collections are omitted, as the real server's serialisation does.
         m.retain(|k, v| {
             !(["finalizers", "labels", "annotations", "ownerReferences"].contains(&k.as_str())
-                && (v.is_null() || v.as_array().is_some_and(|a| a.is_empty()) || v.as_object().is_some_and(|o| o.is_empty())))
+                && (v.is_null()
+                    || v.as_array().is_some_and(|a| a.is_empty())
+                    || v.as_object().is_some_and(|o| o.is_empty())))
         });
         Ok(body)
     }
@@ -463,7 +463,11 @@ impl Store {
         self.check_namespace(rt, ns.unwrap_or(""))?;
         let key = Self::key(rt, ns.unwrap_or(""), &name);
         if self.objects.contains_key(&key) {
-            return Err(ApiError::new(409, "AlreadyExists", format!("{}.{} \"{name}\" already exists", rt.plural, rt.group)));
+            return Err(ApiError::new(
+                409,
+                "AlreadyExists",
+                format!("{}.{} \"{name}\" already exists", rt.plural, rt.group),
+            ));
         }
         if rt.status {
             // With a status subresource, status is not set through the main resource.
@@ -538,8 +542,7 @@ impl Store {
             return Ok(Self::render(rt, &old));
         }
         let terminating = new.pointer("/metadata/deletionTimestamp").is_some();
-        let no_finalizers =
-            new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
+        let no_finalizers = new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
         if terminating && no_finalizers {
             // The last finalizer is gone: the object goes.
             let out = self.commit(key, rt, None);
@@ -604,12 +607,13 @@ impl Store {
                     serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON patch: {e}")))?;
                 // As the real server's JSON patch library: testing a missing field against null holds.
                 ops.0.retain(|op| match op {
-                    json_patch::PatchOperation::Test(t) => !(t.value.is_null() && doc.pointer(t.path.as_str()).is_none()),
+                    json_patch::PatchOperation::Test(t) => {
+                        !(t.value.is_null() && doc.pointer(t.path.as_str()).is_none())
+                    }
                     _ => true,
                 });
-                json_patch::patch(&mut doc, &ops).map_err(|e| {
-                    ApiError::new(422, "Invalid", format!("the JSON patch could not be applied: {e}"))
-                })?;
+                json_patch::patch(&mut doc, &ops)
+                    .map_err(|e| ApiError::new(422, "Invalid", format!("the JSON patch could not be applied: {e}")))?;
             }
             _ => {
                 let p: Value =
@@ -636,9 +640,12 @@ impl Store {
         force: bool,
     ) -> Res<Value> {
         let manager = manager.ok_or_else(|| {
-            ApiError::bad("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+            ApiError::bad(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            )
         })?;
-        let config: Value = serde_saphyr::from_slice(body).map_err(|e| ApiError::bad(format!("invalid apply body: {e}")))?;
+        let config: Value =
+            serde_saphyr::from_slice(body).map_err(|e| ApiError::bad(format!("invalid apply body: {e}")))?;
         if config.get("apiVersion").is_none() || config.get("kind").is_none() {
             return Err(ApiError::bad("apply configurations must carry apiVersion and kind"));
         }
@@ -692,7 +699,11 @@ impl Store {
             }
         }
         if !force && !conflicts.is_empty() {
-            return Err(ApiError::new(409, "Conflict", format!("Apply failed with {} conflicts: {}", conflicts.len(), conflicts.join("; "))));
+            return Err(ApiError::new(
+                409,
+                "Conflict",
+                format!("Apply failed with {} conflicts: {}", conflicts.len(), conflicts.join("; ")),
+            ));
         }
         managers.retain(|_, (_, owned)| !owned.is_empty());
         let previous = managers.get(manager).map(|(_, p)| p.clone()).unwrap_or_default();
@@ -713,7 +724,13 @@ impl Store {
     }
 
     /// DELETE: marks objects with finalizers, removes the others.
-    pub fn delete(&mut self, rt: &ResourceType, ns: Option<&str>, name: &str, precondition_uid: Option<&str>) -> Res<Value> {
+    pub fn delete(
+        &mut self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        precondition_uid: Option<&str>,
+    ) -> Res<Value> {
         let key = Self::key(rt, ns.unwrap_or(""), name);
         let old = self.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         if let Some(want) = precondition_uid
@@ -722,7 +739,10 @@ impl Store {
             return Err(ApiError::new(
                 409,
                 "Conflict",
-                format!("Precondition failed: UID in precondition: {want}, UID in object meta: {}", meta(&old.obj, "uid").unwrap_or_default()),
+                format!(
+                    "Precondition failed: UID in precondition: {want}, UID in object meta: {}",
+                    meta(&old.obj, "uid").unwrap_or_default()
+                ),
             ));
         }
         self.delete_key(&key, rt)
@@ -730,7 +750,8 @@ impl Store {
 
     fn delete_key(&mut self, key: &Key, rt: &ResourceType) -> Res<Value> {
         let Some(old) = self.objects.get(key).cloned() else { return Err(ApiError::not_found(rt, &key.3)) };
-        let has_finalizers = old.obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        let has_finalizers =
+            old.obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
         let is_namespace = rt.kind == "Namespace" && rt.group.is_empty();
         if has_finalizers || is_namespace {
             if old.obj.pointer("/metadata/deletionTimestamp").is_some() {
@@ -763,14 +784,20 @@ impl Store {
     /// Makes the resources of an established CRD servable, and forgets those of a removed one
     /// (deleting their objects, as a real cluster does).
     fn sync_crd(&mut self, name: &str) {
-        let key = ("apiextensions.k8s.io".to_string(), "customresourcedefinitions".to_string(), String::new(), name.to_string());
+        let key = (
+            "apiextensions.k8s.io".to_string(),
+            "customresourcedefinitions".to_string(),
+            String::new(),
+            name.to_string(),
+        );
         let crd = self.objects.get(&key).map(|s| s.obj.clone());
         let established = crd.as_ref().is_some_and(|c| {
-            c.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
-                cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True")
-            })
+            c.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
         });
-        let old_types: Vec<ResourceType> = self.types.iter().filter(|t| t.crd.as_deref() == Some(name)).cloned().collect();
+        let old_types: Vec<ResourceType> =
+            self.types.iter().filter(|t| t.crd.as_deref() == Some(name)).cloned().collect();
         self.types.retain(|t| t.crd.as_deref() != Some(name));
         if let (Some(crd), true) = (&crd, established) {
             let spec = &crd["spec"];
@@ -782,7 +809,10 @@ impl Store {
                     version: s(&v["name"]),
                     kind: s(&names["kind"]),
                     plural: s(&names["plural"]),
-                    singular: names["singular"].as_str().map(str::to_string).unwrap_or_else(|| s(&names["kind"]).to_lowercase()),
+                    singular: names["singular"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| s(&names["kind"]).to_lowercase()),
                     namespaced: spec["scope"] != "Cluster",
                     status: v.pointer("/subresources/status").is_some(),
                     crd: Some(name.to_string()),
@@ -793,7 +823,8 @@ impl Store {
         if crd.is_none() {
             // The CRD is gone: so are its objects.
             for t in old_types.iter().take(1) {
-                let keys: Vec<Key> = self.objects.keys().filter(|k| k.0 == t.group && k.1 == t.plural).cloned().collect();
+                let keys: Vec<Key> =
+                    self.objects.keys().filter(|k| k.0 == t.group && k.1 == t.plural).cloned().collect();
                 for k in keys {
                     self.commit(&k, t, None);
                 }
@@ -803,7 +834,12 @@ impl Store {
 
     /// Sets a CRD's `Established` and `NamesAccepted` conditions, which makes its resources servable.
     pub fn establish_crd(&mut self, name: &str) {
-        let key = ("apiextensions.k8s.io".to_string(), "customresourcedefinitions".to_string(), String::new(), name.to_string());
+        let key = (
+            "apiextensions.k8s.io".to_string(),
+            "customresourcedefinitions".to_string(),
+            String::new(),
+            name.to_string(),
+        );
         let Some(mut st) = self.objects.get(&key).cloned() else { return };
         let t = now();
         let cond = |ty: &str, reason: &str| json!({"type": ty, "status": "True", "reason": reason, "message": "", "lastTransitionTime": t});
@@ -841,12 +877,19 @@ impl Store {
             let terminating: Vec<String> = self
                 .objects
                 .iter()
-                .filter(|(k, s)| k.0.is_empty() && k.1 == "namespaces" && s.obj.pointer("/metadata/deletionTimestamp").is_some())
+                .filter(|(k, s)| {
+                    k.0.is_empty() && k.1 == "namespaces" && s.obj.pointer("/metadata/deletionTimestamp").is_some()
+                })
                 .map(|(k, _)| k.3.clone())
                 .collect();
             let mut changed = false;
             for ns in terminating {
-                let inside: Vec<Key> = self.objects.iter().filter(|(k, s)| k.2 == ns && s.obj.pointer("/metadata/deletionTimestamp").is_none()).map(|(k, _)| k.clone()).collect();
+                let inside: Vec<Key> = self
+                    .objects
+                    .iter()
+                    .filter(|(k, s)| k.2 == ns && s.obj.pointer("/metadata/deletionTimestamp").is_none())
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 for k in &inside {
                     if let Some(rt) = self.type_of_key(k) {
                         let _ = self.delete_key(k, &rt);
