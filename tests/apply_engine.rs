@@ -364,3 +364,25 @@ async fn namespaces_default_to_the_release_and_objects_keep_their_own() {
     assert_eq!(report.failed, 1);
     assert!(report.inventory[0].error.contains("Widget"), "{}", report.inventory[0].error);
 }
+
+#[tokio::test]
+async fn objects_of_one_group_are_applied_concurrently_and_groups_in_order() {
+    let server = ApiServer::start().await;
+    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    server.set_latency(Duration::from_millis(20));
+    let applier = Applier::new(server.client()).with_concurrency(4);
+    let mut objects: Vec<DynamicObject> = vec![
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}}))
+            .unwrap(),
+    ];
+    objects.extend((0..12).map(|i| config_map(&format!("cm-{i}"), Some("first"), &[])));
+    let report = applier.apply(&objects, &ApplyOptions::new(owner("r"))).await.unwrap();
+    assert!(report.all_synced(), "{:?}", report.failures().collect::<Vec<_>>());
+    let max = server.max_in_flight();
+    assert!((2..=4).contains(&max), "at most 4 and more than one request at once, saw {max}");
+    // The Namespace (its own group) was applied before any ConfigMap in it.
+    let patches: Vec<String> =
+        server.requests().iter().filter(|r| r.verb == "patch").map(|r| r.resource.clone()).collect();
+    assert_eq!(patches[0], "namespaces");
+    assert_eq!(patches.iter().filter(|r| *r == "configmaps").count(), 12);
+}

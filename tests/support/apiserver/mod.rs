@@ -120,6 +120,8 @@ struct Shared {
     /// `None`: CRDs are never established; `Some(d)`: after `d`.
     establish_delay: Mutex<Option<Duration>>,
     bookmark_interval: Duration,
+    /// Requests being answered now, and the most at once so far (watches excluded).
+    in_flight: Mutex<(usize, usize)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -146,6 +148,7 @@ impl ApiServer {
             log: Mutex::new(Vec::new()),
             establish_delay: Mutex::new(Some(Duration::ZERO)),
             bookmark_interval: Duration::from_secs(1),
+            in_flight: Mutex::new((0, 0)),
         });
         let app = axum::Router::new().fallback(handle).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -204,6 +207,11 @@ impl ApiServer {
             *out.entry(format!("{} {}", r.verb, r.resource).trim().to_string()).or_insert(0) += 1;
         }
         out
+    }
+
+    /// The most requests (watches excluded) the server was answering at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        lock(&self.shared.in_flight).1
     }
 
     /// Forgets the request log.
@@ -331,6 +339,20 @@ fn parse_path(path: &str) -> Result<Target, ApiError> {
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let is_watch = req.uri().query().is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
+    if !is_watch {
+        let mut f = lock(&shared.in_flight);
+        f.0 += 1;
+        f.1 = f.1.max(f.0);
+    }
+    let response = answer(&shared, req).await;
+    if !is_watch {
+        lock(&shared.in_flight).0 -= 1;
+    }
+    response
+}
+
+async fn answer(shared: &Arc<Shared>, req: Request) -> Response {
     let latency = *lock(&shared.latency);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -400,8 +422,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let response = match fault {
         Some(code) => status_response(&ApiError::new(code, "InternalError", format!("injected fault ({code})"))),
         None => match &target.discovery {
-            Some(segs) => discovery(&shared, segs, &accept),
-            None => serve(&shared, &target, verb, &query, &content_type, &body),
+            Some(segs) => discovery(shared, segs, &accept),
+            None => serve(shared, &target, verb, &query, &content_type, &body),
         },
     };
     record.status = response.status().as_u16();
