@@ -386,3 +386,14 @@ async fn streaming_list_watch_and_resume_from_a_version() {
         other => panic!("expected the deletion, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn secret_string_data_is_stored_encoded() {
+    let server = ApiServer::start().await;
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(server.client());
+    let secret =
+        serde_json::from_value(json!({"metadata": {"name": "token"}, "stringData": {"token": "abc"}})).unwrap();
+    let created = api.create(&PostParams::default(), &secret).await.unwrap();
+    assert_eq!(created.data.unwrap()["token"].0, b"abc");
+    assert!(created.string_data.is_none());
+}

@@ -414,6 +414,17 @@ impl Store {
         {
             return Err(ApiError::bad(format!("kind {k} does not match the resource {}", rt.plural)));
         }
+        if rt.kind == "Secret"
+            && rt.group.is_empty()
+            && let Some(Value::Object(string_data)) = body.as_object_mut().and_then(|o| o.remove("stringData"))
+        {
+            // As the real server: stringData is write-only and lands base64-encoded in data.
+            use base64::Engine;
+            for (k, v) in string_data {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or_default());
+                body["data"][k] = json!(encoded);
+            }
+        }
         let m = meta_mut(&mut body);
         if rt.namespaced {
             let path_ns = ns.ok_or_else(|| ApiError::bad("a namespace is required"))?;
