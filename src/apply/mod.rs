@@ -324,11 +324,11 @@ impl Applier {
         }
 
         for group in groups {
-            let outcomes: Vec<Outcome> = futures::stream::iter(group)
-                .map(|obj| self.apply_one(obj, &opts.owner))
-                .buffered(self.concurrency)
-                .collect()
-                .await;
+            // The futures are made before the stream (they are lazy): a closure over borrowed
+            // objects held across `.await` makes the caller's future fail the `Send` check when it
+            // is spawned (rustc #102211), as the operator's reconcilers are.
+            let pending: Vec<_> = group.into_iter().map(|obj| self.apply_one(obj, &opts.owner)).collect();
+            let outcomes: Vec<Outcome> = futures::stream::iter(pending).buffered(self.concurrency).collect().await;
             let crds: Vec<ObjectKey> = outcomes
                 .iter()
                 .filter(|o| is_crd(&o.key) && o.status.status == SyncStatus::Synced)

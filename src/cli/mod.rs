@@ -4,6 +4,7 @@
 
 mod crds;
 mod install;
+pub mod operator;
 pub mod pull;
 pub mod releases;
 pub mod source_args;
@@ -38,6 +39,8 @@ pub enum Command {
     Releases(releases::ReleasesArgs),
     /// Fetch one release into the cache, verified and extracted.
     Pull(pull::PullArgs),
+    /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
+    Operator(crate::controller::config::OperatorArgs),
 }
 
 /// Everything a command can fail with.
@@ -47,6 +50,8 @@ pub enum CliError {
     CrdYaml(#[from] serde_saphyr::ser::Error),
     #[error(transparent)]
     Source(#[from] source_args::SourceCliError),
+    #[error(transparent)]
+    Operator(#[from] operator::OperatorError),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -76,5 +81,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Install(args) => install::run(args),
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),
+        Command::Operator(args) => Ok(operator::run(args).await?),
     }
 }

@@ -64,6 +64,8 @@ pub struct Metrics {
     rate_limit_remaining: Family<SourceLabels, Gauge>,
     cache_bytes: Gauge,
     applied_objects: Family<AppliedLabels, Gauge>,
+    /// The GitHub client's cumulative counts already added to the counters.
+    github_seen: std::sync::Mutex<(std::collections::BTreeMap<String, u64>, u64)>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -118,6 +120,29 @@ impl Metrics {
             rate_limit_remaining,
             cache_bytes,
             applied_objects,
+            github_seen: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Brings the GitHub counters up to the client's cumulative `stats` (adds what is new since the
+    /// last call) and sets the remaining rate limit.
+    pub fn set_github_stats(&self, stats: &crate::source::github::GitHubStats) {
+        let mut seen = self.github_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts: Vec<(String, u64)> =
+            stats.requests_by_status.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+        counts.push(("error".to_string(), stats.transport_errors));
+        for (status, total) in counts {
+            let before = seen.0.insert(status.clone(), total).unwrap_or(0);
+            if total > before {
+                self.github_requests.get_or_create(&RequestLabels { status }).inc_by(total - before);
+            }
+        }
+        if stats.not_modified > seen.1 {
+            self.github_not_modified.inc_by(stats.not_modified - seen.1);
+            seen.1 = stats.not_modified;
+        }
+        if let Some(remaining) = stats.rate_limit_remaining {
+            self.rate_limit_remaining("github", remaining);
         }
     }
 

@@ -1,0 +1,79 @@
+//! `clusterstack operator`: run the controllers against the cluster of the in-cluster config or
+//! the kubeconfig (like kubectl), until SIGTERM or SIGINT.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::config::OperatorArgs;
+use crate::controller::context::Settings;
+use crate::controller::run::{RunError, RunOptions, run as run_operator};
+use crate::source::SourceSpec;
+use crate::source::github::Token;
+use crate::source::spec::github_config_from_env;
+
+/// Why `clusterstack operator` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error("--default-source: {0}")]
+    Source(#[from] crate::source::SpecError),
+    #[error("no usable Kubernetes configuration (in-cluster or kubeconfig)")]
+    Kube(#[source] kube::Error),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// The controllers' settings from the command line.
+pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
+    let default_source = SourceSpec::from_crd(&args.default_source)?;
+    let mut github = github_config_from_env(|k| std::env::var(k).ok());
+    if let Some(token) = args.github_token.as_deref().filter(|t| !t.is_empty()) {
+        github.token = Some(Token::new(token));
+    }
+    let mut settings = Settings::new(default_source, &args.cache_dir);
+    settings.watch_namespace = args.watch_namespace.clone();
+    settings.github = github;
+    settings.poll_interval = args.poll_interval;
+    settings.resync_interval = args.resync_interval;
+    settings.concurrency = args.concurrency;
+    Ok(settings)
+}
+
+/// Runs the operator until SIGTERM or SIGINT.
+pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
+    let settings = settings(&args)?;
+    let client = kube::Client::try_default().await.map_err(OperatorError::Kube)?;
+    let options = RunOptions {
+        metrics_addr: Some(args.metrics_addr),
+        health_addr: Some(args.health_addr),
+        leader_election_namespace: args.leader_elect.then(|| args.leader_election_namespace.clone()),
+    };
+    let shutdown = CancellationToken::new();
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received: shutting down");
+        signal.cancel();
+    });
+    Ok(run_operator(client, settings, options, shutdown).await?)
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the operator");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,251 @@
+//! The state shared by both controllers: clients, the cache, the last listing of each source,
+//! backoff counters, download tasks and metrics. Everything here is memory only and is either an
+//! optimisation or rebuilt after a restart (see `docs/DESIGN.md` §7).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::Semaphore;
+
+use crate::apply::Applier;
+use crate::source::github::{GitHubClient, GitHubConfig};
+use crate::source::{AnySource, ListedRelease, ReleaseCache, ReleaseSource, SourceError, SourceSpec};
+
+use super::backoff::{Backoff, BackoffConfig, RandomSource, thread_random};
+use super::metrics::Metrics;
+use super::objects::LastPoll;
+use super::status::SyncOutcome;
+
+/// The name the operator reports Events under.
+pub const REPORTER: &str = "clusterstack-operator";
+
+/// What the controllers need to know, independent of how the process was started.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Watch only this namespace (ClusterStacks, ClusterStackReleases); all when `None`.
+    pub watch_namespace: Option<String>,
+    /// The source of ClusterStacks without `spec.source`.
+    pub default_source: SourceSpec,
+    /// The GitHub client configuration (API URL, token).
+    pub github: GitHubConfig,
+    /// The release cache directory.
+    pub cache_dir: PathBuf,
+    /// Poll interval of stacks without `spec.pollInterval`.
+    pub poll_interval: Duration,
+    /// Re-apply interval of ready releases (drift correction).
+    pub resync_interval: Duration,
+    /// Objects reconciled at once per controller, and downloads at once.
+    pub concurrency: u16,
+    /// Error backoff per object.
+    pub backoff: BackoffConfig,
+}
+
+impl Settings {
+    /// Settings with the operator's defaults for everything but the source and the cache.
+    pub fn new(default_source: SourceSpec, cache_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            watch_namespace: None,
+            default_source,
+            github: GitHubConfig::default(),
+            cache_dir: cache_dir.into(),
+            poll_interval: Duration::from_secs(300),
+            resync_interval: Duration::from_secs(600),
+            concurrency: 4,
+            backoff: BackoffConfig::default(),
+        }
+    }
+}
+
+/// The last listing of one source, shared by every stack that follows it.
+#[derive(Debug, Clone)]
+pub struct SourceListing {
+    /// When it was listed.
+    pub at: Timestamp,
+    /// The releases, or the failure.
+    pub result: Result<Arc<Vec<ListedRelease>>, SyncOutcome>,
+}
+
+/// What a stack's last poll gave: its time and trigger, and the outcome.
+#[derive(Debug, Clone)]
+pub struct StackPoll {
+    pub last: LastPoll,
+    pub listing: Result<Arc<Vec<ListedRelease>>, SyncOutcome>,
+}
+
+/// The state of a background download.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DownloadState {
+    /// Running; the text says how far.
+    Running(String),
+    /// Failed with this message; the next reconcile reports it and may try again.
+    Failed(String),
+    /// In the cache.
+    Done,
+}
+
+/// What the release controller remembers of its last successful pass over a release, to ignore
+/// triggers that change nothing (our own status writes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseMemo {
+    pub generation: Option<i64>,
+    pub applied_at: Timestamp,
+}
+
+/// Shared by both controllers.
+pub struct Context {
+    pub client: Client,
+    /// One applier for the whole process: it caches discovery.
+    pub applier: Applier,
+    pub github: GitHubClient,
+    pub cache: ReleaseCache,
+    pub settings: Settings,
+    pub metrics: Arc<Metrics>,
+    pub stack_backoff: Backoff,
+    pub release_backoff: Backoff,
+    pub random: RandomSource,
+    recorder: Recorder,
+    listings: Mutex<HashMap<String, SourceListing>>,
+    polls: Mutex<HashMap<String, StackPoll>>,
+    downloads: Mutex<HashMap<String, DownloadState>>,
+    memos: Mutex<HashMap<String, ReleaseMemo>>,
+    /// Bounds the downloads running at once.
+    pub download_slots: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves only caches behind; keep going.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Context {
+    /// Builds the context. Fails when the cache directory or the GitHub client cannot be set up.
+    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Result<Self, SourceError> {
+        let github = GitHubClient::new(settings.github.clone())?;
+        let cache = ReleaseCache::new(&settings.cache_dir).map_err(|e| SourceError::Other(e.to_string()))?;
+        let random = thread_random();
+        let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.into(), instance: None });
+        Ok(Self {
+            applier: Applier::new(client.clone()),
+            client,
+            github,
+            cache,
+            stack_backoff: Backoff::new(settings.backoff, random.clone()),
+            release_backoff: Backoff::new(settings.backoff, random.clone()),
+            random,
+            recorder,
+            listings: Mutex::default(),
+            polls: Mutex::default(),
+            downloads: Mutex::default(),
+            memos: Mutex::default(),
+            download_slots: Arc::new(Semaphore::new(usize::from(settings.concurrency.max(1)))),
+            settings,
+            metrics,
+        })
+    }
+
+    /// Opens a source (cheap: GitHub sources share the client and its caches).
+    pub fn open(&self, spec: &SourceSpec) -> Result<AnySource, SourceError> {
+        crate::source::open(spec, &self.github)
+    }
+
+    /// Lists `source`, reusing a listing of the same source younger than `fresh` so that many
+    /// stacks following one repository send one request per poll, not one each.
+    pub async fn list(&self, source: &AnySource, fresh: Duration) -> SourceListing {
+        let name = source.name();
+        let now = Timestamp::now();
+        if let Some(l) = lock(&self.listings).get(&name)
+            && l.result.is_ok()
+            && now.duration_since(l.at).unsigned_abs() < fresh
+        {
+            return l.clone();
+        }
+        let result = match source.list().await {
+            Ok(listing) => Ok(Arc::new(listing.releases)),
+            Err(SourceError::RateLimited { until, .. }) => Err(SyncOutcome::RateLimited { until }),
+            Err(e) => Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }),
+        };
+        self.record_github_stats();
+        let listing = SourceListing { at: Timestamp::now(), result };
+        lock(&self.listings).insert(name, listing.clone());
+        listing
+    }
+
+    /// The last successful listing of a source, if any (used by the release controller).
+    pub fn last_listing(&self, source_name: &str) -> Option<Arc<Vec<ListedRelease>>> {
+        lock(&self.listings).get(source_name).and_then(|l| l.result.as_ref().ok().cloned())
+    }
+
+    /// Copies the GitHub client's counters into the metrics.
+    pub fn record_github_stats(&self) {
+        let stats = self.github.stats();
+        self.metrics.set_github_stats(&stats);
+    }
+
+    pub fn poll(&self, key: &str) -> Option<StackPoll> {
+        lock(&self.polls).get(key).cloned()
+    }
+
+    pub fn set_poll(&self, key: &str, poll: StackPoll) {
+        lock(&self.polls).insert(key.to_string(), poll);
+    }
+
+    pub fn forget_stack(&self, key: &str) {
+        lock(&self.polls).remove(key);
+    }
+
+    pub fn download(&self, key: &str) -> Option<DownloadState> {
+        lock(&self.downloads).get(key).cloned()
+    }
+
+    pub fn set_download(&self, key: &str, state: DownloadState) {
+        lock(&self.downloads).insert(key.to_string(), state);
+    }
+
+    pub fn clear_download(&self, key: &str) {
+        lock(&self.downloads).remove(key);
+    }
+
+    pub fn memo(&self, key: &str) -> Option<ReleaseMemo> {
+        lock(&self.memos).get(key).cloned()
+    }
+
+    pub fn set_memo(&self, key: &str, memo: Option<ReleaseMemo>) {
+        let mut memos = lock(&self.memos);
+        match memo {
+            Some(m) => memos.insert(key.to_string(), m),
+            None => memos.remove(key),
+        };
+    }
+
+    /// Publishes a Kubernetes Event; a failure is logged, never fatal (events are best effort).
+    pub async fn event(
+        &self,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, reference).await {
+            tracing::warn!(error = %e, reason, "could not publish an Event");
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The ClusterStackRelease reconciler: download into the cache, render, apply with the
+//! inventory, report; on deletion wait for Clusters, delete what the inventory lists, and drop
+//! the finalizer. The flowchart is `docs/DESIGN.md` §3; the status is built by the pure
+//! [`release_status`](super::release_status).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
+use crate::apply::{ApplyOptions, ReleaseOwner};
+use crate::release::ReleaseId;
+use crate::render::{RenderContext, render_cluster_class};
+use crate::source::cache::FetchedRelease;
+use crate::source::{AnySource, FetchPolicy, ListedRelease, ReleaseSource};
+
+use super::backoff::jittered;
+use super::clusters::clusters_using;
+use super::conditions::reason;
+use super::context::{Context, DownloadState, ReleaseMemo};
+use super::release_status::{ReleaseObservation, ReleaseStep, build_release_status};
+use super::stack::{key_of, read_usages, source_spec};
+use super::{RELEASE_FINALIZER, ReconcileError, is_not_found};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "clusterstackrelease";
+
+/// How often a running download is looked at (its progress goes into status).
+const DOWNLOAD_POLL: Duration = Duration::from_millis(500);
+/// How often a deletion waiting for Clusters looks again.
+const IN_USE_POLL: Duration = Duration::from_secs(5);
+
+/// The node-image provider gate: a seam for provider-specific work before the class is applied
+/// (building or uploading node images). It never blocks for now; the provider issue fills it in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateOutcome {
+    /// Nothing to wait for: render and apply.
+    Proceed,
+    /// Provider work is running; the message is shown in status, and the release is looked at again.
+    Wait { message: String, recheck: Duration },
+}
+
+/// Runs the provider gate for a fetched release. A no-op until the provider issue lands.
+pub async fn provider_gate(_release: &ClusterStackRelease, _fetched: &FetchedRelease, _ctx: &Context) -> GateOutcome {
+    GateOutcome::Proceed
+}
+
+/// One reconcile pass of a ClusterStackRelease.
+pub async fn reconcile(release: Arc<ClusterStackRelease>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let key = key_of(release.as_ref());
+    let result = reconcile_inner(&release, &ctx, &key).await;
+    ctx.metrics.reconciled(CONTROLLER, started.elapsed());
+    if result.is_ok() {
+        ctx.release_backoff.success(&key);
+    }
+    result
+}
+
+/// The error policy: count the failure and back off per object.
+pub fn error_policy(release: Arc<ClusterStackRelease>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let key = key_of(release.as_ref());
+    ctx.metrics.failed(CONTROLLER, error.reason());
+    // A failed pass may have left the object half-done: do not skip the next trigger.
+    ctx.set_memo(&key, None);
+    let delay = ctx.release_backoff.failure(&key);
+    tracing::warn!(release = %key, error = %error, retry_in = ?delay, "ClusterStackRelease reconcile failed");
+    Action::requeue(delay)
+}
+
+fn has_finalizer(release: &ClusterStackRelease) -> bool {
+    release.finalizers().iter().any(|f| f == RELEASE_FINALIZER)
+}
+
+/// Writes the status built from `obs` when it differs from the current one.
+async fn write_status(
+    api: &Api<ClusterStackRelease>,
+    release: &ClusterStackRelease,
+    obs: &ReleaseObservation,
+) -> Result<ClusterStackReleaseStatus, ReconcileError> {
+    let now = Time(Timestamp::now());
+    let status = build_release_status(release.status.as_ref(), obs, &now);
+    if release.status.as_ref() != Some(&status) {
+        let body = super::status_patch(release.status.as_ref(), &status)?;
+        match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
+            Ok(_) => {}
+            // Gone while we worked (deleted with its stack): nothing left to report on.
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(status)
+}
+
+async fn reconcile_inner(release: &ClusterStackRelease, ctx: &Arc<Context>, key: &str) -> Result<Action, ReconcileError> {
+    let ns = release.namespace().unwrap_or_default();
+    let tag = release.name_any();
+    let api: Api<ClusterStackRelease> = Api::namespaced(ctx.client.clone(), &ns);
+    let generation = release.meta().generation;
+    let observe = |step: ReleaseStep, kubernetes_version: Option<String>| ReleaseObservation {
+        step,
+        kubernetes_version,
+        generation,
+    };
+
+    if release.meta().deletion_timestamp.is_some() {
+        return delete(release, ctx, key, &api).await;
+    }
+    if !has_finalizer(release) {
+        let mut finalizers = release.finalizers().to_vec();
+        finalizers.push(RELEASE_FINALIZER.to_string());
+        let body = serde_json::json!({ "metadata": { "finalizers": finalizers, "resourceVersion": release.resource_version() } });
+        api.patch(&tag, &PatchParams::default(), &Patch::Merge(&body)).await?;
+    }
+
+    // Our own status writes trigger us again; a pass with nothing new (same generation, ready,
+    // re-applied recently) does nothing until the drift-correction re-apply is due.
+    let now = Timestamp::now();
+    if let Some(memo) = ctx.memo(key)
+        && memo.generation == generation
+        && release.status.as_ref().is_some_and(|s| s.ready)
+    {
+        let elapsed = now.duration_since(memo.applied_at).unsigned_abs();
+        if elapsed < ctx.settings.resync_interval {
+            return Ok(Action::requeue(ctx.settings.resync_interval - elapsed));
+        }
+    }
+
+    let id = match ReleaseId::from_tag(&tag) {
+        Ok(id) => id,
+        Err(e) => {
+            let message = format!("ClusterStackRelease name {tag:?} is not a release tag: {e}");
+            write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None)).await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    let source = release_source(release, ctx).await?;
+    let fetched = match fetch(release, ctx, key, &source, &tag).await? {
+        Fetch::Ready(f) => f,
+        Fetch::Running(progress) => {
+            write_status(&api, release, &observe(ReleaseStep::Downloading { progress }, None)).await?;
+            return Ok(Action::requeue(DOWNLOAD_POLL));
+        }
+        Fetch::Failed(message) => {
+            ctx.metrics.failed(CONTROLLER, reason::DOWNLOAD_FAILED);
+            write_status(&api, release, &observe(ReleaseStep::DownloadFailed { message }, None)).await?;
+            return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+        }
+    };
+
+    let metadata = match fetched.metadata() {
+        Ok(m) => m,
+        Err(e) => {
+            ctx.metrics.failed(CONTROLLER, reason::INVALID_METADATA);
+            let message = format!("metadata.yaml of release {tag}: {e}");
+            write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None)).await?;
+            return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+        }
+    };
+    let k8s = Some(metadata.versions.kubernetes.to_string());
+
+    if let GateOutcome::Wait { message, recheck } = provider_gate(release, &fetched, ctx).await {
+        write_status(&api, release, &observe(ReleaseStep::ProviderWork { message }, k8s)).await?;
+        return Ok(Action::requeue(recheck));
+    }
+
+    let chart = fetched.cluster_class_chart_dir();
+    let render_ctx = RenderContext::new(&id, &ns);
+    let rendered = tokio::task::spawn_blocking(move || render_cluster_class(&chart, &render_ctx))
+        .await
+        .map_err(|e| ReconcileError::Task(e.to_string()))?;
+    let objects = match rendered {
+        Ok(o) => o,
+        Err(e) => {
+            ctx.metrics.failed(CONTROLLER, reason::RENDER_FAILED);
+            let message = format!("rendering the cluster class of {tag}: {e}");
+            write_status(&api, release, &observe(ReleaseStep::RenderFailed { message }, k8s)).await?;
+            return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+        }
+    };
+
+    let previous = release.status.as_ref().map(|s| s.resources.clone()).unwrap_or_default();
+    let opts = ApplyOptions::new(ReleaseOwner::new(&tag, &ns)).with_previous(previous);
+    let report = ctx.applier.apply(&objects, &opts).await?;
+    for created in &report.created {
+        tracing::debug!(release = %key, kind = %created.kind, name = %created.name, "created object");
+    }
+    if !report.corrected.is_empty() {
+        tracing::info!(release = %key, corrected = report.corrected.len(), "corrected drifted objects");
+    }
+    let synced = report.inventory.iter().filter(|r| r.status == SyncStatus::Synced).count() as u64;
+    let not_synced = report.inventory.len() as u64 - synced;
+    ctx.metrics.applied_objects(&ns, &tag, synced, not_synced);
+    let all_synced = report.all_synced();
+    let status = write_status(&api, release, &observe(ReleaseStep::Applied { resources: report.inventory }, k8s)).await?;
+
+    if all_synced && status.ready {
+        ctx.set_memo(key, Some(ReleaseMemo { generation, applied_at: now }));
+        Ok(Action::requeue(jittered(ctx.settings.resync_interval, 0.1, &ctx.random)))
+    } else {
+        ctx.metrics.failed(CONTROLLER, reason::APPLY_FAILED);
+        ctx.set_memo(key, None);
+        Ok(Action::requeue(ctx.release_backoff.failure(key)))
+    }
+}
+
+/// The source of the release's ClusterStack (its controller owner), else the operator's default.
+async fn release_source(release: &ClusterStackRelease, ctx: &Context) -> Result<AnySource, ReconcileError> {
+    let owner = release.owner_references().iter().find(|o| o.kind == "ClusterStack" && o.controller == Some(true));
+    let spec = match owner {
+        Some(o) => {
+            let stacks: Api<ClusterStack> = Api::namespaced(ctx.client.clone(), &release.namespace().unwrap_or_default());
+            match stacks.get_opt(&o.name).await? {
+                Some(stack) => source_spec(&stack, ctx)?,
+                None => ctx.settings.default_source.clone(),
+            }
+        }
+        None => ctx.settings.default_source.clone(),
+    };
+    ctx.open(&spec).map_err(|e| ReconcileError::Config(e.to_string()))
+}
+
+enum Fetch {
+    Ready(FetchedRelease),
+    Running(String),
+    Failed(String),
+}
+
+/// The release from the cache; else the state of its background download, started when needed.
+/// A restarted operator finds a verified release on disk and needs no listing at all.
+async fn fetch(
+    release: &ClusterStackRelease,
+    ctx: &Arc<Context>,
+    key: &str,
+    source: &AnySource,
+    tag: &str,
+) -> Result<Fetch, ReconcileError> {
+    let dir = ctx.cache.release_dir(&source.cache_key(), tag);
+    if dir.exists() {
+        let id = ReleaseId::from_tag(tag).map_err(|e| ReconcileError::Config(e.to_string()))?;
+        // The cache only needs the identity to open a release that is already there.
+        let listed = ListedRelease { id, tag: tag.to_string(), prerelease: false, assets: Vec::new() };
+        match ctx.cache.fetch(source, &listed, FetchPolicy::default()).await {
+            Ok(f) => {
+                ctx.clear_download(key);
+                return Ok(Fetch::Ready(f));
+            }
+            // A damaged entry is discarded by the cache; download it again below.
+            Err(e) => tracing::warn!(release = %key, error = %e, "cached release unusable; downloading again"),
+        }
+    }
+    match ctx.download(key) {
+        Some(DownloadState::Running(progress)) => return Ok(Fetch::Running(progress)),
+        Some(DownloadState::Failed(message)) => {
+            // Reported once; the next pass (after the backoff) tries again.
+            ctx.clear_download(key);
+            return Ok(Fetch::Failed(message));
+        }
+        Some(DownloadState::Done) | None => {}
+    }
+    let name = source.name();
+    let listed = match ctx.last_listing(&name) {
+        Some(l) if l.iter().any(|r| r.tag == tag) => l,
+        _ => match ctx.list(source, Duration::ZERO).await.result {
+            Ok(l) => l,
+            Err(outcome) => return Ok(Fetch::Failed(format!("cannot list {name} to download {tag}: {outcome:?}"))),
+        },
+    };
+    let Some(listed) = listed.iter().find(|r| r.tag == tag).cloned() else {
+        return Ok(Fetch::Failed(format!("{name} does not publish release {tag}")));
+    };
+    let progress = format!("{} asset(s) of {tag} from {name}", listed.assets.len());
+    ctx.set_download(key, DownloadState::Running(progress.clone()));
+    let task_ctx = Arc::clone(ctx);
+    let task_source = source.clone();
+    let task_key = key.to_string();
+    let release_name = release.name_any();
+    tokio::spawn(async move {
+        // Bounded: at most `concurrency` downloads at once; the others wait here, not in a reconcile.
+        let Ok(_permit) = task_ctx.download_slots.clone().acquire_owned().await else { return };
+        let state = match task_ctx.cache.fetch(&task_source, &listed, FetchPolicy::default()).await {
+            Ok(_) => {
+                tracing::info!(release = %task_key, "release downloaded and verified");
+                DownloadState::Done
+            }
+            Err(e) => {
+                tracing::warn!(release = %release_name, error = %e, "download failed");
+                DownloadState::Failed(e.to_string())
+            }
+        };
+        task_ctx.set_download(&task_key, state);
+    });
+    Ok(Fetch::Running(progress))
+}
+
+/// The deletion path: needs only the inventory in status, never the cache or a render.
+async fn delete(
+    release: &ClusterStackRelease,
+    ctx: &Context,
+    key: &str,
+    api: &Api<ClusterStackRelease>,
+) -> Result<Action, ReconcileError> {
+    if !has_finalizer(release) {
+        return Ok(Action::await_change());
+    }
+    let ns = release.namespace().unwrap_or_default();
+    let tag = release.name_any();
+    let observe = |step| ReleaseObservation { step, kubernetes_version: None, generation: release.meta().generation };
+    if let Ok(id) = ReleaseId::from_tag(&tag) {
+        let usages = read_usages(&ctx.client).await?;
+        let users = clusters_using(&usages, &id, &ns);
+        if !users.is_empty() {
+            let step = ReleaseStep::WaitingForClusters { class: id.class_name(), clusters: users };
+            write_status(api, release, &observe(step)).await?;
+            return Ok(Action::requeue(IN_USE_POLL));
+        }
+    }
+    let inventory = release.status.as_ref().map(|s| s.resources.clone()).unwrap_or_default();
+    let report = ctx.applier.delete_all(&inventory, &ReleaseOwner::new(&tag, &ns)).await;
+    if !report.is_complete() {
+        let failed: Vec<String> = report.failed.iter().map(|(k, e)| format!("{} {}: {e}", k.kind, k.name)).collect();
+        let message = format!("could not delete {} object(s): {}", failed.len(), failed.join("; "));
+        ctx.metrics.failed(CONTROLLER, reason::DELETING);
+        write_status(api, release, &observe(ReleaseStep::Deleting { message })).await?;
+        return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+    }
+    let finalizers: Vec<&String> = release.finalizers().iter().filter(|f| *f != RELEASE_FINALIZER).collect();
+    let body = serde_json::json!({ "metadata": { "finalizers": finalizers, "resourceVersion": release.resource_version() } });
+    match api.patch(&tag, &PatchParams::default(), &Patch::Merge(&body)).await {
+        Ok(_) => {}
+        // Gone already (deleted together with its stack): the work is done.
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(release = %key, deleted = report.deleted.len(), "deleted the release's objects and removed the finalizer");
+    ctx.metrics.forget_release(&ns, &tag);
+    ctx.set_memo(key, None);
+    ctx.clear_download(key);
+    Ok(Action::await_change())
+}

@@ -1,0 +1,206 @@
+//! The whole operator process as a library function: both controllers, `/metrics`, `/healthz`,
+//! `/readyz`, optional leader election, and graceful shutdown on one shared signal. Tests start it
+//! in-process against the API server double.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::watcher;
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{ClusterStack, ClusterStackRelease};
+
+use super::context::{Context, Settings};
+use super::metrics::Metrics;
+use super::serve::{Readiness, health_router, metrics_router};
+use super::{release, stack};
+
+/// The name of the leader-election Lease.
+pub const LEASE_NAME: &str = "clusterstack-operator";
+
+/// Process-level options around the controllers.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Serve `/metrics` here.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Serve `/healthz` and `/readyz` here.
+    pub health_addr: Option<SocketAddr>,
+    /// Run the controllers only while holding the Lease [`LEASE_NAME`] in this namespace.
+    pub leader_election_namespace: Option<String>,
+}
+
+/// Why the operator could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot set up the operator: {0}")]
+    Setup(#[from] crate::source::SourceError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("leader election on Lease {LEASE_NAME}: {0}")]
+    Lease(String),
+}
+
+/// Handles a running operator exposes (tests read them).
+#[derive(Debug, Clone)]
+pub struct Handles {
+    pub metrics: Arc<Metrics>,
+    pub readiness: Readiness,
+}
+
+/// Runs the operator until `shutdown` is cancelled (or leadership is lost), then stops the
+/// controllers gracefully: passes in flight finish, no new ones start.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    options: RunOptions,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let handles = Handles { metrics: Arc::new(Metrics::new()), readiness: Readiness::default() };
+    run_with(client, settings, options, shutdown, handles).await
+}
+
+/// [`run`] with handles created by the caller.
+pub async fn run_with(
+    client: Client,
+    settings: Settings,
+    options: RunOptions,
+    shutdown: CancellationToken,
+    handles: Handles,
+) -> Result<(), RunError> {
+    let mut servers = Vec::new();
+    if let Some(addr) = options.metrics_addr {
+        servers.push(serve(addr, metrics_router(handles.metrics.clone()), shutdown.clone()).await?);
+    }
+    if let Some(addr) = options.health_addr {
+        servers.push(serve(addr, health_router(handles.readiness.clone()), shutdown.clone()).await?);
+    }
+
+    if let Some(ns) = &options.leader_election_namespace {
+        let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| format!("clusterstack-{}", std::process::id()));
+        let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+            .with_namespace(ns)
+            .with_identity(identity.clone())
+            .with_field_manager(crate::apply::FIELD_MANAGER)
+            .build()
+            .await
+            .map_err(|e| RunError::Lease(e.to_string()))?;
+        let (mut leader, _task) = manager.watch().await;
+        tracing::info!(identity, namespace = %ns, "waiting for the leader Lease");
+        loop {
+            if *leader.borrow_and_update() {
+                break;
+            }
+            tokio::select! {
+                changed = leader.changed() => if changed.is_err() { return Err(RunError::Lease("the lease task stopped".into())) },
+                () = shutdown.cancelled() => return Ok(()),
+            }
+        }
+        tracing::info!("leading: starting the controllers");
+        let lost = shutdown.clone();
+        tokio::spawn(async move {
+            // Losing the Lease stops this replica; its restart waits for the Lease again.
+            while leader.changed().await.is_ok() {
+                if !*leader.borrow() {
+                    tracing::warn!("lost the leader Lease: stopping");
+                    lost.cancel();
+                    return;
+                }
+            }
+        });
+    }
+
+    let ctx = Arc::new(Context::new(client.clone(), settings.clone(), handles.metrics.clone())?);
+    let (stacks, releases): (Api<ClusterStack>, Api<ClusterStackRelease>) = match &settings.watch_namespace {
+        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let config = ControllerConfig::default().concurrency(settings.concurrency);
+    let stack_ctrl = Controller::new(stacks, watcher::Config::default())
+        .owns(releases.clone(), watcher::Config::default())
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+    let release_ctrl = Controller::new(releases, watcher::Config::default())
+        .with_config(config)
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+
+    let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
+    let readiness = handles.readiness.clone();
+    tokio::spawn(async move {
+        if stack_store.wait_until_ready().await.is_ok() && release_store.wait_until_ready().await.is_ok() {
+            tracing::info!("caches synced: ready");
+            readiness.set(true);
+        }
+    });
+    let cache_ctx = ctx.clone();
+    let cache_stop = shutdown.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = cache_stop.cancelled() => return,
+            }
+            let root = cache_ctx.cache.root().to_path_buf();
+            if let Ok(bytes) = tokio::task::spawn_blocking(move || dir_size(&root)).await {
+                cache_ctx.metrics.cache_bytes(bytes);
+            }
+        }
+    });
+
+    let stacks_done = stack_ctrl.run(stack::reconcile, stack::error_policy, ctx.clone()).for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "ClusterStack controller");
+        }
+    });
+    let releases_done = release_ctrl.run(release::reconcile, release::error_policy, ctx.clone()).for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "ClusterStackRelease controller");
+        }
+    });
+    futures::join!(stacks_done, releases_done);
+    handles.readiness.set(false);
+    shutdown.cancel();
+    for s in servers {
+        let _ = s.await;
+    }
+    tracing::info!("operator stopped");
+    Ok(())
+}
+
+async fn serve(
+    addr: SocketAddr,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, RunError> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| RunError::Listen { addr, source })?;
+    tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "serving");
+    Ok(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await {
+            tracing::warn!(error = %e, "HTTP server failed");
+        }
+    }))
+}
+
+/// Bytes of the files under `dir` (0 when unreadable).
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}

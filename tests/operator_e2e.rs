@@ -1,0 +1,401 @@
+//! The whole operator, in-process, against the API server double and the repository's built
+//! `releases/` (served as a `dir:` source, or through the fake GitHub where GitHub is the point).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clusterstack::api::{ClusterStack, ClusterStackRelease};
+use clusterstack::controller::context::Settings;
+use clusterstack::controller::metrics::Metrics;
+use clusterstack::controller::run::{Handles, RunOptions, run_with};
+use clusterstack::controller::serve::Readiness;
+use clusterstack::source::SourceSpec;
+use kube::Api;
+use kube::api::DeleteParams;
+use serde_json::{Value, json};
+use support::fixtures::{capi_crds, load_yaml};
+use support::{ApiServer, RequestMatch};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "stacks";
+const CC: &str = "cluster.x-k8s.io/v1beta1";
+const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn releases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("releases")
+}
+
+/// A server with our CRDs, the CAPI CRDs (Cluster included) and the namespaces.
+async fn server() -> ApiServer {
+    clusterstack::install_crypto_provider();
+    let server = ApiServer::start().await;
+    for ns in [NS, "workloads"] {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
+    for crd in clusterstack::api::all_crds() {
+        server.put_object(serde_json::to_value(&crd).unwrap());
+    }
+    for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
+        server.put_object(serde_json::to_value(&crd).unwrap());
+    }
+    server
+}
+
+/// A running operator; stopped (gracefully) on `stop` or when dropped.
+struct Operator {
+    token: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+}
+
+impl Operator {
+    fn start(server: &ApiServer, settings: Settings) -> Self {
+        let token = CancellationToken::new();
+        let handles = Handles { metrics: Arc::new(Metrics::new()), readiness: Readiness::default() };
+        let (metrics, readiness) = (handles.metrics.clone(), handles.readiness.clone());
+        let client = server.client();
+        let t = token.clone();
+        let task = tokio::spawn(async move {
+            run_with(client, settings, RunOptions::default(), t, handles).await.expect("operator runs");
+        });
+        Self { token, task: Some(task), metrics, readiness }
+    }
+
+    /// Kills the operator abruptly (a crash): reconciles in flight are dropped mid-way.
+    async fn kill(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    async fn stop(mut self) {
+        self.token.cancel();
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(WAIT, task).await.expect("operator stops in time").expect("operator task");
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+fn settings(source: SourceSpec, cache: &Path) -> Settings {
+    let mut s = Settings::new(source, cache);
+    s.poll_interval = Duration::from_secs(1);
+    s.resync_interval = Duration::from_secs(3600);
+    s.backoff.base = Duration::from_millis(100);
+    s.backoff.cap = Duration::from_secs(1);
+    s
+}
+
+fn stack(name: &str, versions: &[&str], auto_subscribe: bool) -> Value {
+    json!({
+        "apiVersion": CS, "kind": "ClusterStack",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27",
+                 "channel": "stable", "versions": versions, "autoSubscribe": auto_subscribe, "pollInterval": "1s"}
+    })
+}
+
+fn release(server: &ApiServer, tag: &str) -> Option<Value> {
+    server.get_object(CS, "ClusterStackRelease", Some(NS), tag)
+}
+
+fn release_names(server: &ApiServer) -> Vec<String> {
+    let mut v: Vec<String> = server
+        .list_objects(CS, "ClusterStackRelease")
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn ready(server: &ApiServer, tag: &str) -> bool {
+    release(server, tag).is_some_and(|r| r["status"]["ready"] == true)
+}
+
+fn condition(obj: &Value, type_: &str) -> Option<Value> {
+    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_).cloned()
+}
+
+/// Polls `check` every 50 ms until it holds; panics with `what` after `WAIT`.
+async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn writes(server: &ApiServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .filter(|r| ["create", "update", "patch", "delete"].contains(&r.verb.as_str()))
+        .map(|r| format!("{} {} {}/{} {}", r.verb, r.resource, r.namespace, r.name, r.subresource))
+        .collect()
+}
+
+fn cluster(name: &str, namespace: &str, class: &str) -> Value {
+    json!({
+        "apiVersion": CC, "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"topology": {"class": class, "classNamespace": NS, "version": "v1.27.5"}}
+    })
+}
+
+#[tokio::test]
+async fn auto_subscribe_creates_and_applies_the_latest_release() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &[], true));
+
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    // The class and its templates are applied in the release's namespace.
+    let class = server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").expect("ClusterClass v3");
+    assert_eq!(class["metadata"]["labels"]["clusterstack.x-k8s.io/release"], "docker-ferrol-1-27-v3");
+    // Only the latest: v1 and v2 are not created.
+    assert_eq!(release_names(&server), vec!["docker-ferrol-1-27-v3"]);
+
+    let r = release(&server, "docker-ferrol-1-27-v3").unwrap();
+    assert_eq!(r["status"]["kubernetesVersion"], "v1.27.11", "{r:#}");
+    assert_eq!(r["status"]["phase"], "done");
+    assert_eq!(condition(&r, "Ready").unwrap()["status"], "True");
+    assert!(r["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "clusterstack.x-k8s.io/release-cleanup"));
+    let owner = &r["metadata"]["ownerReferences"][0];
+    assert_eq!((owner["kind"].as_str(), owner["controller"].as_bool()), (Some("ClusterStack"), Some(true)));
+    assert!(r["status"]["resources"].as_array().unwrap().len() >= 6, "{r:#}");
+
+    // The stack's print columns: Usable, Latest, Ready reason.
+    wait_for("stack status", || {
+        server.get_object(CS, "ClusterStack", Some(NS), "ferrol").is_some_and(|s| s["status"]["usableVersions"] == "v3")
+    })
+    .await;
+    let s = server.get_object(CS, "ClusterStack", Some(NS), "ferrol").unwrap();
+    assert_eq!(s["status"]["latestRelease"], "docker-ferrol-1-27-v3", "{s:#}");
+    assert_eq!(s["status"]["observedGeneration"], 1);
+    wait_for("stack Ready", || {
+        server
+            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
+            .and_then(|s| condition(&s, "Ready"))
+            .is_some_and(|c| c["status"] == "True" && c["reason"] == "AllReleasesReady")
+    })
+    .await;
+    assert!(op.readiness.get(), "ready once caches are synced");
+    let text = op.metrics.encode().unwrap();
+    assert!(text.contains("clusterstack_reconciles_total{controller=\"clusterstackrelease\"}"), "{text}");
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn pinning_v1_keeps_v1_and_the_latest_and_unpinning_respects_clusters_in_other_namespaces() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &["v1", "v2"], true));
+    wait_for("v1, v2, v3 ready", || {
+        ["v1", "v2", "v3"].iter().all(|v| ready(&server, &format!("docker-ferrol-1-27-{v}")))
+    })
+    .await;
+    assert_eq!(release_names(&server), vec!["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v1").is_some());
+
+    // A Cluster in another namespace uses v1's class; unpin both v1 and v2.
+    server.put_object(cluster("prod", "workloads", "docker-ferrol-1-27-v1"));
+    server.edit_object(CS, "ClusterStack", Some(NS), "ferrol", |s| s["spec"]["versions"] = json!([]));
+    wait_for("v2 deleted", || release(&server, "docker-ferrol-1-27-v2").is_none()).await;
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v2").is_none(), "v2's objects go");
+    // v1 stays while the Cluster uses it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(release(&server, "docker-ferrol-1-27-v1").is_some_and(|r| r["metadata"]["deletionTimestamp"].is_null()));
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v1").is_some());
+
+    // The Cluster moves to v3: v1 goes, with its objects.
+    server.edit_object(CC, "Cluster", Some("workloads"), "prod", |c| {
+        c["spec"]["topology"]["class"] = json!("docker-ferrol-1-27-v3");
+    });
+    wait_for("v1 deleted", || release(&server, "docker-ferrol-1-27-v1").is_none()).await;
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v1").is_none());
+    assert_eq!(release_names(&server), vec!["docker-ferrol-1-27-v3"]);
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_in_use_waits_for_its_cluster_when_deleted_by_hand() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    server.put_object(cluster("dev", "workloads", "docker-ferrol-1-27-v3"));
+    let api: Api<ClusterStackRelease> = Api::namespaced(server.client(), NS);
+    api.delete("docker-ferrol-1-27-v3", &DeleteParams::default()).await.unwrap();
+    wait_for("InUse condition", || {
+        release(&server, "docker-ferrol-1-27-v3")
+            .and_then(|r| condition(&r, "Ready"))
+            .is_some_and(|c| c["reason"] == "InUse" && c["message"].as_str().unwrap_or_default().contains("workloads/dev"))
+    })
+    .await;
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").is_some());
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_release_appears_within_one_poll_and_the_source_going_down_deletes_nothing() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let copy = |tag: &str| {
+        let dest = repo.path().join(tag);
+        std::fs::create_dir_all(&dest).unwrap();
+        for f in std::fs::read_dir(releases_dir().join(tag)).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), dest.join(f.file_name())).unwrap();
+        }
+    };
+    copy("docker-ferrol-1-27-v1");
+    copy("docker-ferrol-1-27-v2");
+    let op = Operator::start(&server, settings(SourceSpec::dir(repo.path()), cache.path()));
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("v2 ready", || ready(&server, "docker-ferrol-1-27-v2")).await;
+
+    copy("docker-ferrol-1-27-v3");
+    let published = tokio::time::Instant::now();
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    assert!(published.elapsed() < Duration::from_secs(10), "took {:?}", published.elapsed());
+    // v2 stays until v3 is ready (latest ready), then goes.
+    wait_for("v2 deleted", || release(&server, "docker-ferrol-1-27-v2").is_none()).await;
+
+    // The source goes away: nothing is deleted, the condition says why, even with v3 unpinned away.
+    let gone = repo.path().with_extension("gone");
+    std::fs::rename(repo.path(), &gone).unwrap();
+    wait_for("SourceUnavailable", || {
+        server
+            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
+            .and_then(|s| condition(&s, "ReleasesSynced"))
+            .is_some_and(|c| c["reason"] == "SourceUnavailable")
+    })
+    .await;
+    server.edit_object(CS, "ClusterStack", Some(NS), "ferrol", |s| s["spec"]["autoSubscribe"] = json!(false));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(release_names(&server), vec!["docker-ferrol-1-27-v3"]);
+    assert!(release(&server, "docker-ferrol-1-27-v3").unwrap()["metadata"]["deletionTimestamp"].is_null());
+    std::fs::rename(&gone, repo.path()).unwrap();
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_cluster_stack_removes_its_releases_and_what_they_applied() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &["v2"], true));
+    wait_for("v2 and v3 ready", || ready(&server, "docker-ferrol-1-27-v2") && ready(&server, "docker-ferrol-1-27-v3"))
+        .await;
+    assert!(!server.list_objects("infrastructure.cluster.x-k8s.io/v1beta1", "DockerMachineTemplate").is_empty());
+
+    let api: Api<ClusterStack> = Api::namespaced(server.client(), NS);
+    api.delete("ferrol", &DeleteParams::background()).await.unwrap();
+    wait_for("releases gone", || release_names(&server).is_empty()).await;
+    wait_for("applied objects gone", || server.list_objects(CC, "ClusterClass").is_empty()).await;
+    for (api_version, kind) in [
+        ("infrastructure.cluster.x-k8s.io/v1beta1", "DockerMachineTemplate"),
+        ("infrastructure.cluster.x-k8s.io/v1beta1", "DockerClusterTemplate"),
+        ("bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfigTemplate"),
+        ("controlplane.cluster.x-k8s.io/v1beta1", "KubeadmControlPlaneTemplate"),
+    ] {
+        assert!(server.list_objects(api_version, kind).is_empty(), "{kind} left behind");
+    }
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_steady_state_pass_sends_no_writes() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &["v2"], true));
+    wait_for("all ready", || {
+        server
+            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
+            .and_then(|s| condition(&s, "Ready"))
+            .is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    // Let the last status writes land, then watch three poll intervals.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.clear_requests();
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let w = writes(&server);
+    assert!(w.is_empty(), "writes in steady state: {w:#?}");
+    // It did poll: the stacks were reconciled (releases listed) in the meantime.
+    assert!(server.count(&RequestMatch::any().verb("list").resource("clusterstackreleases")) >= 2);
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn injected_conflicts_and_server_errors_converge() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    server.fail_next(RequestMatch::any().verb("patch").resource("clusterstackreleases"), 409, 2);
+    server.fail_next(RequestMatch::any().verb("patch").resource("clusterclasses"), 500, 2);
+    server.fail_next(RequestMatch::any().verb("patch").resource("clusterstacks"), 500, 1);
+    server.fail_next(RequestMatch::any().verb("list").resource("clusters"), 500, 1);
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &["v1"], true));
+    wait_for("v1 and v3 ready", || ready(&server, "docker-ferrol-1-27-v1") && ready(&server, "docker-ferrol-1-27-v3"))
+        .await;
+    wait_for("stack Ready", || {
+        server
+            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
+            .and_then(|s| condition(&s, "Ready"))
+            .is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert!(server.requests().iter().any(|r| r.status == 409), "a 409 was injected");
+    assert!(server.requests().iter().any(|r| r.status == 500), "a 500 was injected");
+    let text = op.metrics.encode().unwrap();
+    assert!(text.contains("clusterstack_reconcile_failures_total"), "{text}");
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_in_the_middle_of_an_apply_converges_without_duplicates() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    server.set_latency(Duration::from_millis(100));
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &[], true));
+    // Stop as soon as the apply has begun (the first template landed), before it is done.
+    wait_for("apply started", || {
+        !server.list_objects("infrastructure.cluster.x-k8s.io/v1beta1", "DockerMachineTemplate").is_empty()
+    })
+    .await;
+    op.kill().await;
+    assert!(!ready(&server, "docker-ferrol-1-27-v3"), "killed before the release was ready");
+
+    server.set_latency(Duration::ZERO);
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    wait_for("v3 ready after restart", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    assert_eq!(release_names(&server), vec!["docker-ferrol-1-27-v3"]);
+    assert_eq!(server.list_objects(CC, "ClusterClass").len(), 1);
+    assert_eq!(server.list_objects("infrastructure.cluster.x-k8s.io/v1beta1", "DockerMachineTemplate").len(), 2);
+    let r = release(&server, "docker-ferrol-1-27-v3").unwrap();
+    let resources = r["status"]["resources"].as_array().unwrap();
+    let mut keys: Vec<String> = resources.iter().map(|x| format!("{}/{}", x["kind"], x["name"])).collect();
+    let n = keys.len();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "inventory without duplicates: {keys:?}");
+    op.stop().await;
+}
