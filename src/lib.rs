@@ -7,6 +7,7 @@
 pub mod api;
 pub mod cli;
 pub mod release;
+pub mod render;
 pub mod source;
 
 /// Installs the process-wide TLS crypto provider (ring).
