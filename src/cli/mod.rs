@@ -2,7 +2,9 @@
 //!
 //! Each subcommand lives in its own file and is dispatched from [`run`].
 
+mod build;
 mod crds;
+mod render;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -28,6 +30,12 @@ pub enum LogFormat {
 pub enum Command {
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds(crds::CrdsArgs),
+    /// Package a stack source directory into a reproducible release.
+    // `--version` is the version to build here, not the program's.
+    #[command(disable_version_flag = true)]
+    Build(build::BuildArgs),
+    /// Print the objects of a release's chart in apply order.
+    Render(render::RenderArgs),
 }
 
 /// Everything a command can fail with.
@@ -35,6 +43,12 @@ pub enum Command {
 pub enum CliError {
     #[error("could not serialise the CRDs to YAML")]
     CrdYaml(#[from] serde_saphyr::ser::Error),
+    #[error(transparent)]
+    Build(#[from] crate::release::build::BuildError),
+    #[error(transparent)]
+    Render(#[from] crate::render::RenderError),
+    #[error("{0}")]
+    Usage(String),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -61,5 +75,7 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Render(args) => render::run(args),
     }
 }
