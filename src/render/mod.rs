@@ -238,11 +238,17 @@ pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCha
         }
     }
 
+    let names = bundle.rendered_templates();
+    let rendered = parallel_map(&names, |name| {
+        let label = bundle.label(name);
+        let output = bundle.render(name, &context)?;
+        Ok((label.clone(), objects::parse_objects(&label, &output)?))
+    });
     let (mut objects, mut sources) = (Vec::new(), Vec::new());
-    for name in bundle.rendered_templates() {
-        let label = bundle.label(&name);
-        let output = bundle.render(&name, &context)?;
-        for object in objects::parse_objects(&label, &output)? {
+    // In template order, so the first error reported does not depend on thread timing.
+    for result in rendered {
+        let (label, parsed) = result?;
+        for object in parsed {
             objects.push(object);
             sources.push(label.clone());
         }
@@ -250,6 +256,47 @@ pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCha
     objects::check_duplicates(&objects, &sources)?;
     sort_for_apply(&mut objects);
     Ok(RenderedChart { name: chart_name, objects })
+}
+
+/// Maps `f` over `items` on up to as many threads as there are CPUs, keeping
+/// the order of `items` in the result. Rendering and YAML parsing are
+/// CPU-bound and templates are independent, so big bundles scale with cores.
+fn parallel_map<T, R, F>(items: &[T], f: F) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(&T) -> R + Sync,
+{
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(done) => done,
+                // A panic in a template filter is a bug; re-raise it where the caller can see it.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 fn read_text(path: &Path) -> Result<String, RenderError> {
