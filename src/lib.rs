@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod release;
 pub mod render;
 pub mod source;

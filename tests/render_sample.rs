@@ -108,3 +108,61 @@ fn two_releases_do_not_collide() {
 fn the_command_line_is_consistent() {
     clusterstack::cli::Cli::command().debug_assert();
 }
+
+fn run_cli(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_clusterstack"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("CLUSTERSTACK_SOURCE")
+        .env_remove("GIT_ORG_NAME")
+        .env_remove("GIT_REPOSITORY_NAME")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn render_command_reads_a_tag_through_the_source_and_a_release_directory() {
+    let expected = to_yaml(
+        &render::render_cluster_class(
+            &sample().join("cluster-class"),
+            &RenderContext::new(&ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap(), "ns9"),
+        )
+        .unwrap(),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let cache = cache.path().to_str().unwrap();
+    let by_tag = run_cli(&[
+        "render",
+        "docker-ferrol-1-27-v3",
+        "--source",
+        "dir:releases",
+        "--cache",
+        cache,
+        "--namespace",
+        "ns9",
+    ]);
+    assert_eq!(by_tag, expected);
+    let by_dir = run_cli(&["render", "releases/docker-ferrol-1-27-v3", "--namespace", "ns9"]);
+    assert_eq!(by_dir, expected);
+
+    // Addons of v1 (metrics-server v0.6.4) for the example Cluster, as JSON.
+    let json = run_cli(&[
+        "render",
+        "releases/docker-ferrol-1-27-v1",
+        "--addons",
+        "--cluster",
+        "templates/example-cluster.yaml",
+        "-o",
+        "json",
+    ]);
+    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let deployment = items.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.k8s.io/metrics-server/metrics-server:v0.6.4"
+    );
+    assert_eq!(items[0]["kind"], "ClusterRole", "apply order within the first addon");
+}

@@ -4,7 +4,11 @@
 
 mod build;
 mod crds;
+mod install;
+pub mod pull;
+pub mod releases;
 mod render;
+pub mod source_args;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -36,6 +40,12 @@ pub enum Command {
     Build(build::BuildArgs),
     /// Print the objects of a release's chart in apply order.
     Render(render::RenderArgs),
+    /// Print everything needed to run the operator in a cluster (`install --export | kubectl apply -f -`).
+    Install(install::InstallArgs),
+    /// List the cluster-stack releases of a source.
+    Releases(releases::ReleasesArgs),
+    /// Fetch one release into the cache, verified and extracted.
+    Pull(pull::PullArgs),
 }
 
 /// Everything a command can fail with.
@@ -49,6 +59,8 @@ pub enum CliError {
     Render(#[from] crate::render::RenderError),
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Source(#[from] source_args::SourceCliError),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -76,6 +88,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
         Command::Build(args) => build::run(args),
-        Command::Render(args) => render::run(args),
+        Command::Render(args) => render::run(args).await,
+        Command::Install(args) => install::run(args),
+        Command::Releases(args) => Ok(releases::run(args).await?),
+        Command::Pull(args) => Ok(pull::run(args).await?),
     }
 }

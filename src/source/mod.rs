@@ -3,8 +3,20 @@
 //! A [`ReleaseSource`] lists the cluster-stack releases of a repository or
 //! directory and downloads single assets. The cache (`cache`) turns one listed
 //! release into a verified, extracted directory, atomically.
+//!
+//! From a user's string to a ready release: parse a [`SourceSpec`]
+//! (`github:OWNER/REPO`, `dir:PATH`), [`open`] it into an [`AnySource`], list,
+//! then [`cache::ReleaseCache::fetch`].
 
+pub mod archive;
+pub mod cache;
+pub mod dir;
 pub mod github;
+pub mod spec;
+
+pub use cache::{CacheError, FetchPolicy, FetchedRelease, ReleaseCache, Verification};
+pub use dir::DirSource;
+pub use spec::{SourceSpec, SpecError};
 
 use std::fmt;
 use std::future::Future;
@@ -47,9 +59,60 @@ pub struct ListedRelease {
 }
 
 impl ListedRelease {
+    /// The asset named `name`.
     pub fn asset(&self, name: &str) -> Option<&AssetInfo> {
         self.assets.iter().find(|a| a.name == name)
     }
+
+    /// What the listing alone tells about integrity (the cache decides for
+    /// real, after download).
+    pub fn digest_coverage(&self) -> DigestCoverage {
+        let content = || self.assets.iter().filter(|a| a.name != SHA256SUMS);
+        if content().next().is_some() && content().all(|a| a.sha256.is_some()) {
+            DigestCoverage::Complete
+        } else if self.asset(SHA256SUMS).is_some() {
+            DigestCoverage::Sha256Sums
+        } else {
+            DigestCoverage::Missing
+        }
+    }
+}
+
+/// How much of a listed release has a known digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestCoverage {
+    /// Every asset has a digest.
+    Complete,
+    /// Not every asset has one, but a `SHA256SUMS` asset may provide them.
+    Sha256Sums,
+    /// Some asset has no digest at all: the release can only be unverified.
+    Missing,
+}
+
+/// The asset holding `<sha256hex>  <filename>` lines.
+pub const SHA256SUMS: &str = "SHA256SUMS";
+
+/// Parses a `SHA256SUMS` file as `sha256sum` writes it (`<hex>  <name>`, or
+/// `<hex> *<name>` in binary mode) into file name -> lowercase hex. Blank
+/// lines and `#` comments are ignored; anything else malformed is an error
+/// naming the line.
+pub fn parse_sha256sums(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut sums = std::collections::BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || format!("line {}: expected '<sha256 hex>  <file name>', got {line:?}", i + 1);
+        let (hex, rest) = line.split_once(' ').ok_or_else(bad)?;
+        let name = rest.strip_prefix(' ').or_else(|| rest.strip_prefix('*')).unwrap_or(rest);
+        let name = name.strip_prefix("./").unwrap_or(name);
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) || name.is_empty() {
+            return Err(bad());
+        }
+        sums.insert(name.to_string(), hex.to_ascii_lowercase());
+    }
+    Ok(sums)
 }
 
 /// Everything a source lists.
@@ -126,6 +189,13 @@ pub trait ReleaseSource: Send + Sync + fmt::Debug {
     /// A short human-readable name, e.g. `github:owner/repo`. Never contains a token.
     fn name(&self) -> String;
 
+    /// The directory of this source's releases in the cache, relative, `/`
+    /// separated: `github/<owner>/<repo>`, `dir/<hash>`. The default derives it
+    /// from [`name`](Self::name) (`github:o/r` -> `github/o/r`).
+    fn cache_key(&self) -> String {
+        self.name().replacen(':', "/", 1)
+    }
+
     /// Lists every cluster-stack release; foreign tags land in `skipped`.
     fn list(&self) -> impl Future<Output = Result<Listing, SourceError>> + Send;
 
@@ -139,4 +209,85 @@ pub trait ReleaseSource: Send + Sync + fmt::Debug {
         dest: &Path,
         progress: &dyn Progress,
     ) -> impl Future<Output = Result<DownloadedAsset, SourceError>> + Send;
+}
+
+/// Either kind of source, as opened from a [`SourceSpec`].
+#[derive(Debug, Clone)]
+pub enum AnySource {
+    GitHub(github::GitHubSource),
+    Dir(DirSource),
+}
+
+/// Opens the source a spec names. GitHub sources share `github` (its
+/// rate-limit and conditional-request state); a directory must exist.
+pub fn open(spec: &SourceSpec, github: &github::GitHubClient) -> Result<AnySource, SourceError> {
+    match spec {
+        SourceSpec::GitHub { owner, repository, .. } => Ok(AnySource::GitHub(github.repository(owner, repository))),
+        SourceSpec::Dir { path } => Ok(AnySource::Dir(DirSource::new(path)?)),
+    }
+}
+
+impl ReleaseSource for AnySource {
+    fn name(&self) -> String {
+        match self {
+            AnySource::GitHub(s) => s.name(),
+            AnySource::Dir(s) => s.name(),
+        }
+    }
+
+    fn cache_key(&self) -> String {
+        match self {
+            AnySource::GitHub(s) => s.cache_key(),
+            AnySource::Dir(s) => s.cache_key(),
+        }
+    }
+
+    async fn list(&self) -> Result<Listing, SourceError> {
+        match self {
+            AnySource::GitHub(s) => s.list().await,
+            AnySource::Dir(s) => s.list().await,
+        }
+    }
+
+    async fn download(
+        &self,
+        release: &ListedRelease,
+        asset: &AssetInfo,
+        dest: &Path,
+        progress: &dyn Progress,
+    ) -> Result<DownloadedAsset, SourceError> {
+        match self {
+            AnySource::GitHub(s) => s.download(release, asset, dest, progress).await,
+            AnySource::Dir(s) => s.download(release, asset, dest, progress).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256sums_lines_parse_in_both_modes() {
+        let a = "a".repeat(64);
+        let b = "B".repeat(64);
+        let text = format!("# built by ci\n{a}  metadata.yaml\n\n{b} *x.tgz\r\n");
+        let sums = parse_sha256sums(&text).unwrap();
+        assert_eq!(sums.get("metadata.yaml"), Some(&a));
+        assert_eq!(sums.get("x.tgz"), Some(&"b".repeat(64)));
+        assert_eq!(sums.len(), 2);
+    }
+
+    #[test]
+    fn malformed_sha256sums_names_the_line() {
+        let err = parse_sha256sums("abc  metadata.yaml\n").unwrap_err();
+        assert!(err.contains("line 1"), "{err}");
+        assert!(parse_sha256sums(&format!("{}\n", "a".repeat(64))).is_err());
+    }
+
+    #[test]
+    fn default_cache_key_turns_the_name_into_a_path() {
+        let client = github::GitHubClient::new(github::GitHubConfig::default()).unwrap();
+        assert_eq!(client.repository("o", "r").cache_key(), "github/o/r");
+    }
 }

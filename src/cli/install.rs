@@ -1,0 +1,565 @@
+//! `clusterstack install --export`: everything needed to run the operator in
+//! a cluster, as one multi-document YAML stream for `kubectl apply -f -`.
+//!
+//! The objects are typed k8s-openapi values; the Deployment's arguments are
+//! the flags of [`crate::controller::config::OperatorArgs`].
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Service,
+    ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::api;
+use crate::controller::config::{DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE};
+
+use super::CliError;
+
+/// Name of every namespaced object of the installation (and of the ClusterRole).
+pub const NAME: &str = "clusterstack-operator";
+/// Default namespace of the operator.
+pub const DEFAULT_NAMESPACE: &str = "clusterstack-system";
+/// Name of the optional Secret holding a GitHub token under the key `token`.
+pub const GITHUB_TOKEN_SECRET: &str = "clusterstack-github";
+const METRICS_PORT: i32 = 8080;
+const HEALTH_PORT: i32 = 8081;
+/// The user of distroless `nonroot` images.
+const NONROOT: i64 = 65532;
+
+/// The CAPI template kinds cluster classes contain, by API group: the
+/// operator applies them, so it may manage exactly these (no wildcards).
+pub const TEMPLATE_RESOURCES: &[(&str, &[&str])] = &[
+    ("cluster.x-k8s.io", &["clusterclasses"]),
+    (
+        "infrastructure.cluster.x-k8s.io",
+        &[
+            "dockerclustertemplates",
+            "dockermachinetemplates",
+            "openstackclustertemplates",
+            "openstackmachinetemplates",
+            "hetznerclustertemplates",
+            "hcloudmachinetemplates",
+            "hetznerbaremetalmachinetemplates",
+        ],
+    ),
+    ("controlplane.cluster.x-k8s.io", &["kubeadmcontrolplanetemplates"]),
+    ("bootstrap.cluster.x-k8s.io", &["kubeadmconfigtemplates"]),
+];
+
+/// Arguments of `clusterstack install`.
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// Print the manifests to standard output (pipe them into `kubectl apply -f -`).
+    #[arg(long, required = true)]
+    pub export: bool,
+    /// Namespace the operator runs in.
+    #[arg(long, default_value = DEFAULT_NAMESPACE)]
+    pub namespace: String,
+    /// Container image of the operator.
+    #[arg(long, default_value = concat!("ghcr.io/sovereigncloudstack/clusterstack:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// Default release source of ClusterStacks without `spec.source`.
+    #[arg(long, default_value = DEFAULT_SOURCE, value_parser = check_source)]
+    pub default_source: String,
+    /// Size of the release cache's PersistentVolumeClaim.
+    #[arg(long, default_value = "5Gi")]
+    pub cache_size: String,
+    /// StorageClass of the cache's PersistentVolumeClaim; the cluster's default when unset.
+    #[arg(long)]
+    pub storage_class: Option<String>,
+}
+
+fn check_source(s: &str) -> Result<String, crate::controller::config::BadSource> {
+    crate::controller::config::parse_source(s).map(|_| s.to_string())
+}
+
+/// Prints the manifests.
+pub fn run(args: InstallArgs) -> Result<(), CliError> {
+    let yaml = manifests(&args)?;
+    std::io::stdout()
+        .write_all(yaml.as_bytes())
+        .map_err(|source| CliError::Write { path: "standard output".into(), source })
+}
+
+/// Every manifest as one multi-document YAML stream: CRDs, Namespace,
+/// ServiceAccount, RBAC, the cache's PersistentVolumeClaim, the Deployment
+/// and the metrics Service.
+pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::new();
+    let mut push = |doc: &dyn erased::Doc| -> Result<(), serde_saphyr::ser::Error> {
+        out.push_str("---\n");
+        out.push_str(&doc.yaml()?);
+        Ok(())
+    };
+    for crd in api::all_crds() {
+        push(&crd)?;
+    }
+    let ns = &args.namespace;
+    push(&Namespace { metadata: meta(ns, None), ..Default::default() })?;
+    push(&ServiceAccount { metadata: meta(NAME, Some(ns)), ..Default::default() })?;
+    push(&cluster_role())?;
+    push(&ClusterRoleBinding {
+        metadata: meta(NAME, None),
+        role_ref: role_ref("ClusterRole"),
+        subjects: Some(vec![subject(ns)]),
+    })?;
+    push(&lease_role(ns))?;
+    push(&RoleBinding {
+        metadata: meta(NAME, Some(ns)),
+        role_ref: role_ref("Role"),
+        subjects: Some(vec![subject(ns)]),
+    })?;
+    push(&cache_claim(args))?;
+    push(&deployment(args))?;
+    push(&metrics_service(ns))?;
+    Ok(out)
+}
+
+/// Serialising a list of different object types.
+mod erased {
+    pub trait Doc {
+        fn yaml(&self) -> Result<String, serde_saphyr::ser::Error>;
+    }
+    impl<T: serde::Serialize> Doc for T {
+        fn yaml(&self) -> Result<String, serde_saphyr::ser::Error> {
+            serde_saphyr::to_string(self)
+        }
+    }
+}
+
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "clusterstack".to_string()),
+        ("app.kubernetes.io/component".to_string(), "operator".to_string()),
+    ])
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(labels()),
+        ..Default::default()
+    }
+}
+
+fn role_ref(kind: &str) -> RoleRef {
+    RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: kind.into(), name: NAME.into() }
+}
+
+fn subject(namespace: &str) -> Subject {
+    Subject { kind: "ServiceAccount".into(), name: NAME.into(), namespace: Some(namespace.into()), api_group: None }
+}
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+const MANAGE: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
+const READ: &[&str] = &["get", "list", "watch"];
+
+/// Cluster-wide permissions: our CRDs and their status, events, reading CAPI
+/// Clusters, managing the template kinds cluster classes contain, reading
+/// token Secrets.
+fn cluster_role() -> ClusterRole {
+    let g = api::GROUP;
+    let mut rules = vec![
+        rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons"], MANAGE),
+        rule(
+            g,
+            &["clusterstacks/status", "clusterstackreleases/status", "clusteraddons/status"],
+            &["get", "update", "patch"],
+        ),
+        // Setting blockOwnerDeletion on owner references needs update on the owner's finalizers.
+        rule(
+            g,
+            &["clusterstacks/finalizers", "clusterstackreleases/finalizers", "clusteraddons/finalizers"],
+            &["update"],
+        ),
+        rule("", &["events"], &["create", "patch"]),
+        rule("events.k8s.io", &["events"], &["create", "patch"]),
+        // GitHub tokens named by `spec.source.github.tokenSecretRef`.
+        rule("", &["secrets"], &["get"]),
+        rule("cluster.x-k8s.io", &["clusters"], READ),
+    ];
+    for (group, resources) in TEMPLATE_RESOURCES {
+        rules.push(rule(group, resources, MANAGE));
+    }
+    ClusterRole { metadata: meta(NAME, None), rules: Some(rules), aggregation_rule: None }
+}
+
+/// Leader election, only in the operator's own namespace.
+fn lease_role(namespace: &str) -> Role {
+    Role {
+        metadata: meta(NAME, Some(namespace)),
+        rules: Some(vec![rule(
+            "coordination.k8s.io",
+            &["leases"],
+            &["get", "list", "watch", "create", "update", "patch"],
+        )]),
+    }
+}
+
+fn cache_claim(args: &InstallArgs) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: meta("clusterstack-cache", Some(&args.namespace)),
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: args.storage_class.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_string(), Quantity(args.cache_size.clone()))])),
+                limits: None,
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The container's arguments: `clusterstack operator` and its flags.
+pub fn operator_args() -> Vec<String> {
+    vec![
+        "operator".into(),
+        format!("--metrics-addr={DEFAULT_METRICS_ADDR}"),
+        format!("--health-addr={DEFAULT_HEALTH_ADDR}"),
+        format!("--cache-dir={DEFAULT_CACHE_DIR}"),
+        "--leader-elect".into(),
+    ]
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar { name: name.into(), value: Some(value.into()), value_from: None }
+}
+
+fn probe(path: &str, initial_delay: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String("health".into()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(10),
+        ..Default::default()
+    }
+}
+
+fn deployment(args: &InstallArgs) -> Deployment {
+    let ns = &args.namespace;
+    let container = Container {
+        name: "operator".into(),
+        image: Some(args.image.clone()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        args: Some(operator_args()),
+        env: Some(vec![
+            env("CLUSTERSTACK_LOG_FORMAT", "json"),
+            env("CLUSTERSTACK_DEFAULT_SOURCE", &args.default_source),
+            EnvVar {
+                name: "POD_NAMESPACE".into(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector { field_path: "metadata.namespace".into(), api_version: None }),
+                    ..Default::default()
+                }),
+            },
+            EnvVar {
+                name: "CLUSTERSTACK_GITHUB_TOKEN".into(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: GITHUB_TOKEN_SECRET.into(),
+                        key: "token".into(),
+                        // Without a token the operator still works, at 60 requests/hour.
+                        optional: Some(true),
+                    }),
+                    ..Default::default()
+                }),
+            },
+        ]),
+        ports: Some(vec![
+            ContainerPort { name: Some("metrics".into()), container_port: METRICS_PORT, ..Default::default() },
+            ContainerPort { name: Some("health".into()), container_port: HEALTH_PORT, ..Default::default() },
+        ]),
+        liveness_probe: Some(probe("/healthz", 10)),
+        readiness_probe: Some(probe("/readyz", 5)),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Quantity("50m".into())),
+                ("memory".to_string(), Quantity("64Mi".into())),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_string(), Quantity("512Mi".into()))])),
+            ..Default::default()
+        }),
+        security_context: Some(SecurityContext {
+            run_as_non_root: Some(true),
+            read_only_root_filesystem: Some(true),
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount { name: "cache".into(), mount_path: DEFAULT_CACHE_DIR.into(), ..Default::default() },
+            VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
+        ]),
+        ..Default::default()
+    };
+    let pod = PodSpec {
+        service_account_name: Some(NAME.into()),
+        containers: vec![container],
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(NONROOT),
+            run_as_group: Some(NONROOT),
+            fs_group: Some(NONROOT),
+            seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
+            ..Default::default()
+        }),
+        volumes: Some(vec![
+            Volume {
+                name: "cache".into(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: "clusterstack-cache".into(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            },
+            Volume { name: "tmp".into(), empty_dir: Some(Default::default()), ..Default::default() },
+        ]),
+        ..Default::default()
+    };
+    Deployment {
+        metadata: meta(NAME, Some(ns)),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            // The cache volume is ReadWriteOnce: the old pod must go before the new one mounts it.
+            strategy: Some(DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None }),
+            selector: LabelSelector { match_labels: Some(labels()), match_expressions: None },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels()), ..Default::default() }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn metrics_service(namespace: &str) -> Service {
+    Service {
+        metadata: meta("clusterstack-operator-metrics", Some(namespace)),
+        spec: Some(ServiceSpec {
+            selector: Some(labels()),
+            ports: Some(vec![ServicePort {
+                name: Some("metrics".into()),
+                port: METRICS_PORT,
+                target_port: Some(IntOrString::String("metrics".into())),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::config::OperatorArgs;
+    use clap::Parser;
+    use serde_json::Value;
+
+    fn args(extra: &[&str]) -> InstallArgs {
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: InstallArgs,
+        }
+        let mut argv = vec!["install", "--export"];
+        argv.extend_from_slice(extra);
+        Wrap::try_parse_from(argv).unwrap().args
+    }
+
+    fn docs(extra: &[&str]) -> Vec<Value> {
+        let yaml = manifests(&args(extra)).unwrap();
+        serde_saphyr::from_multiple::<Value>(&yaml).unwrap()
+    }
+
+    fn find<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+        docs.iter().filter(|d| d["kind"] == kind).collect()
+    }
+
+    #[test]
+    fn output_parses_and_has_every_kind() {
+        let docs = docs(&[]);
+        for kind in [
+            "CustomResourceDefinition",
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "PersistentVolumeClaim",
+            "Deployment",
+            "Service",
+        ] {
+            assert!(!find(&docs, kind).is_empty(), "missing {kind}");
+        }
+        assert_eq!(find(&docs, "CustomResourceDefinition").len(), api::all_crds().len());
+        // The typed objects parse back too.
+        let yaml = manifests(&args(&[])).unwrap();
+        let deployment: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+        let d: Deployment = serde_json::from_value(find(&deployment, "Deployment")[0].clone()).unwrap();
+        assert_eq!(d.metadata.name.as_deref(), Some(NAME));
+    }
+
+    #[test]
+    fn namespace_and_image_are_honoured_everywhere() {
+        let docs = docs(&["--namespace", "ops", "--image", "registry.example/cs:1"]);
+        assert_eq!(find(&docs, "Namespace")[0]["metadata"]["name"], "ops");
+        for kind in ["ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim", "Deployment", "Service"] {
+            assert_eq!(find(&docs, kind)[0]["metadata"]["namespace"], "ops", "{kind}");
+        }
+        for kind in ["ClusterRoleBinding", "RoleBinding"] {
+            assert_eq!(find(&docs, kind)[0]["subjects"][0]["namespace"], "ops", "{kind}");
+        }
+        let container = &find(&docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "registry.example/cs:1");
+    }
+
+    #[test]
+    fn rbac_is_least_privilege() {
+        let docs = docs(&[]);
+        let roles: Vec<&Value> = find(&docs, "ClusterRole").into_iter().chain(find(&docs, "Role")).collect();
+        let mut granted = Vec::new();
+        for role in roles {
+            for rule in role["rules"].as_array().unwrap() {
+                for field in ["apiGroups", "resources", "verbs"] {
+                    for v in rule[field].as_array().unwrap() {
+                        assert_ne!(v, "*", "wildcard in {field}: {rule}");
+                    }
+                }
+                assert!(rule.get("nonResourceURLs").is_none());
+                for group in rule["apiGroups"].as_array().unwrap() {
+                    for res in rule["resources"].as_array().unwrap() {
+                        for verb in rule["verbs"].as_array().unwrap() {
+                            granted.push(format!(
+                                "{}/{}:{}",
+                                group.as_str().unwrap(),
+                                res.as_str().unwrap(),
+                                verb.as_str().unwrap()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let has = |p: &str| granted.iter().any(|g| g == p);
+        for needed in [
+            "clusterstack.x-k8s.io/clusterstacks:watch",
+            "clusterstack.x-k8s.io/clusterstackreleases:create",
+            "clusterstack.x-k8s.io/clusterstackreleases:delete",
+            "clusterstack.x-k8s.io/clusterstacks/status:patch",
+            "clusterstack.x-k8s.io/clusterstackreleases/status:patch",
+            "/events:create",
+            "coordination.k8s.io/leases:update",
+            "cluster.x-k8s.io/clusters:list",
+            "cluster.x-k8s.io/clusterclasses:patch",
+            "infrastructure.cluster.x-k8s.io/dockermachinetemplates:patch",
+            "controlplane.cluster.x-k8s.io/kubeadmcontrolplanetemplates:patch",
+            "bootstrap.cluster.x-k8s.io/kubeadmconfigtemplates:delete",
+        ] {
+            assert!(has(needed), "missing {needed}");
+        }
+        for denied in [
+            "cluster.x-k8s.io/clusters:patch",
+            "cluster.x-k8s.io/clusters:delete",
+            "/secrets:list",
+            "/secrets:watch",
+            "/secrets:create",
+            "apiextensions.k8s.io/customresourcedefinitions:create",
+            "rbac.authorization.k8s.io/clusterroles:create",
+        ] {
+            assert!(!has(denied), "must not grant {denied}");
+        }
+        // Leases only in the operator's namespace.
+        assert!(
+            find(&docs, "ClusterRole")[0]["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["apiGroups"][0] != "coordination.k8s.io")
+        );
+    }
+
+    #[test]
+    fn deployment_is_non_root_read_only_with_probes_and_a_persistent_cache() {
+        let docs = docs(&["--storage-class", "fast", "--cache-size", "10Gi"]);
+        let pod = &find(&docs, "Deployment")[0]["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_ne!(pod["securityContext"]["runAsUser"], 0);
+        assert_eq!(pod["serviceAccountName"], NAME);
+        let c = &pod["containers"][0];
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+        // Probes point at a port the container declares.
+        let port = c["livenessProbe"]["httpGet"]["port"].as_str().unwrap();
+        assert!(c["ports"].as_array().unwrap().iter().any(|p| p["name"] == port));
+        // The cache is on the claim.
+        let mount = c["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == DEFAULT_CACHE_DIR).unwrap();
+        let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).unwrap();
+        let claim = &find(&docs, "PersistentVolumeClaim")[0];
+        assert_eq!(volume["persistentVolumeClaim"]["claimName"], claim["metadata"]["name"]);
+        assert_eq!(claim["spec"]["storageClassName"], "fast");
+        assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "10Gi");
+        // The metrics Service selects the pod and targets its metrics port.
+        let svc = &find(&docs, "Service")[0];
+        assert_eq!(svc["spec"]["selector"], find(&docs, "Deployment")[0]["spec"]["template"]["metadata"]["labels"]);
+        assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    }
+
+    #[test]
+    fn the_deployment_arguments_are_accepted_by_the_operator() {
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: OperatorArgs,
+        }
+        let argv = operator_args();
+        assert_eq!(argv[0], "operator");
+        let parsed = Wrap::try_parse_from(argv.iter().map(String::as_str)).unwrap().args;
+        assert!(parsed.leader_elect);
+        assert_eq!(parsed.cache_dir, std::path::PathBuf::from(DEFAULT_CACHE_DIR));
+        assert_eq!(parsed.health_addr.port(), HEALTH_PORT as u16);
+        assert_eq!(parsed.metrics_addr.port(), METRICS_PORT as u16);
+    }
+
+    #[test]
+    fn a_bad_default_source_is_refused() {
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: InstallArgs,
+        }
+        assert!(Wrap::try_parse_from(["install", "--export", "--default-source", "nowhere"]).is_err());
+        assert!(Wrap::try_parse_from(["install"]).is_err(), "--export is required");
+    }
+}

@@ -1,0 +1,82 @@
+//! Flags shared by the commands that read releases (`releases`, `pull`).
+
+use std::path::PathBuf;
+
+use crate::source::github::{GitHubClient, GitHubConfig, Token};
+use crate::source::spec::{self, SourceSpec, SpecError};
+use crate::source::{self, AnySource, CacheError, SourceError};
+
+/// Where releases come from.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// The release source: `github:OWNER/REPO` or `dir:PATH`. Default: the Go
+    /// operator's GIT_ORG_NAME/GIT_REPOSITORY_NAME when set, else `dir:releases`.
+    #[arg(long, env = "CLUSTERSTACK_SOURCE")]
+    pub source: Option<String>,
+
+    /// GitHub API URL (GitHub Enterprise: `https://HOST/api/v3`).
+    #[arg(long, env = "GITHUB_API_URL", default_value = source::github::DEFAULT_API_URL)]
+    pub github_api_url: String,
+
+    /// A file holding the GitHub token. Otherwise the token comes from env
+    /// GIT_ACCESS_TOKEN or GITHUB_TOKEN (never from a flag, which `ps` would show).
+    #[arg(long, env = "GITHUB_TOKEN_FILE")]
+    pub github_token_file: Option<PathBuf>,
+
+    /// Also list GitHub releases marked as pre-release.
+    #[arg(long)]
+    pub include_prereleases: bool,
+}
+
+/// Why a release command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceCliError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error("cannot read the GitHub token file {path}")]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("release {tag} is not in {source_name} ({hint})")]
+    NotFound { tag: String, source_name: String, hint: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write the output: {0}")]
+    Output(String),
+}
+
+impl SourceArgs {
+    /// The source spec: `--source`, else the environment's default.
+    pub fn spec(&self) -> Result<SourceSpec, SpecError> {
+        match &self.source {
+            Some(s) => s.parse(),
+            None => SourceSpec::default_from_env(|k| std::env::var(k).ok()),
+        }
+    }
+
+    /// The GitHub client settings from the flags and the environment.
+    pub fn github_config(&self) -> Result<GitHubConfig, SourceCliError> {
+        let token = match &self.github_token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| SourceCliError::TokenFile { path: path.clone(), source })?;
+                Some(Token::new(text)).filter(|t| !t.expose().is_empty())
+            }
+            None => spec::token_from_env(|k| std::env::var(k).ok()),
+        };
+        Ok(GitHubConfig { api_url: self.github_api_url.clone(), token, include_prereleases: self.include_prereleases })
+    }
+
+    /// Opens the source.
+    pub fn open(&self) -> Result<AnySource, SourceCliError> {
+        let spec = self.spec()?;
+        let client = GitHubClient::new(self.github_config()?)?;
+        Ok(source::open(&spec, &client)?)
+    }
+}

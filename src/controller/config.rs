@@ -1,0 +1,130 @@
+//! Settings of `clusterstack operator`, as flags and environment variables.
+//!
+//! Defined here, next to the controllers, so that `install --export` writes a
+//! Deployment whose arguments this very parser accepts (a test checks it).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::api::{DirectorySource, GitHubSource, ReleaseSourceSpec};
+
+/// Default release repository: the cluster stacks of Sovereign Cloud Stack.
+pub const DEFAULT_SOURCE: &str = "github:SovereignCloudStack/cluster-stacks";
+/// Default cache directory inside the container (a PersistentVolumeClaim).
+pub const DEFAULT_CACHE_DIR: &str = "/var/cache/clusterstack";
+/// Default address of `/metrics`.
+pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:8080";
+/// Default address of `/healthz` and `/readyz`.
+pub const DEFAULT_HEALTH_ADDR: &str = "0.0.0.0:8081";
+
+/// `clusterstack operator`: run the controllers.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OperatorArgs {
+    /// Watch only this namespace (ClusterStacks, ClusterStackReleases); all namespaces when unset.
+    /// Clusters are always read in every namespace.
+    #[arg(long, env = "CLUSTERSTACK_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    /// The source of ClusterStacks without `spec.source`: `github:<owner>/<repo>` or `dir:<path>`.
+    #[arg(long, env = "CLUSTERSTACK_DEFAULT_SOURCE", default_value = DEFAULT_SOURCE, value_parser = parse_source)]
+    pub default_source: ReleaseSourceSpec,
+
+    /// GitHub token for the default source (5,000 requests/hour instead of 60).
+    #[arg(long, env = "CLUSTERSTACK_GITHUB_TOKEN", hide_env_values = true)]
+    pub github_token: Option<String>,
+
+    /// Directory of the verified release cache; keep it on a persistent volume.
+    #[arg(long, env = "CLUSTERSTACK_CACHE_DIR", default_value = DEFAULT_CACHE_DIR)]
+    pub cache_dir: PathBuf,
+
+    /// Poll interval of ClusterStacks without `spec.pollInterval`.
+    #[arg(long, env = "CLUSTERSTACK_POLL_INTERVAL", default_value = crate::api::DEFAULT_POLL_INTERVAL, value_parser = humantime::parse_duration)]
+    pub poll_interval: Duration,
+
+    /// How often a ready release is re-applied to correct drift.
+    #[arg(long, env = "CLUSTERSTACK_RESYNC_INTERVAL", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub resync_interval: Duration,
+
+    /// Objects reconciled at the same time, per controller.
+    #[arg(long, env = "CLUSTERSTACK_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, env = "CLUSTERSTACK_METRICS_ADDR", default_value = DEFAULT_METRICS_ADDR)]
+    pub metrics_addr: SocketAddr,
+
+    /// Address of the `/healthz` and `/readyz` probes.
+    #[arg(long, env = "CLUSTERSTACK_HEALTH_ADDR", default_value = DEFAULT_HEALTH_ADDR)]
+    pub health_addr: SocketAddr,
+
+    /// Run only while holding the Lease `clusterstack-operator` (for more than one replica).
+    #[arg(long, env = "CLUSTERSTACK_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader-election Lease; the pod's own namespace in a cluster.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "clusterstack-system")]
+    pub leader_election_namespace: String,
+}
+
+/// Why a source setting is not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?} is not a release source: expected github:<owner>/<repo> or dir:<path>")]
+pub struct BadSource {
+    pub input: String,
+}
+
+/// Parses `github:<owner>/<repo>` or `dir:<path>`.
+pub fn parse_source(s: &str) -> Result<ReleaseSourceSpec, BadSource> {
+    let bad = || BadSource { input: s.to_string() };
+    if let Some(rest) = s.strip_prefix("github:") {
+        let (owner, repository) = rest.split_once('/').ok_or_else(bad)?;
+        if owner.is_empty() || repository.is_empty() || repository.contains('/') {
+            return Err(bad());
+        }
+        return Ok(ReleaseSourceSpec {
+            github: Some(GitHubSource { owner: owner.into(), repository: repository.into(), token_secret_ref: None }),
+            directory: None,
+        });
+    }
+    if let Some(path) = s.strip_prefix("dir:").filter(|p| !p.is_empty()) {
+        return Ok(ReleaseSourceSpec { github: None, directory: Some(DirectorySource { path: path.into() }) });
+    }
+    Err(bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: OperatorArgs,
+    }
+
+    #[test]
+    fn sources_parse() {
+        let gh = parse_source("github:SovereignCloudStack/cluster-stacks").unwrap();
+        assert_eq!(gh.github.unwrap().repository, "cluster-stacks");
+        assert_eq!(parse_source("dir:/srv/releases").unwrap().directory.unwrap().path, "/srv/releases");
+        for bad in ["github:", "github:owner", "github:/repo", "github:a/b/c", "dir:", "s3://x", ""] {
+            assert_eq!(parse_source(bad), Err(BadSource { input: bad.into() }), "{bad}");
+        }
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let w = Wrap::try_parse_from(["x"]).unwrap();
+        assert_eq!(w.args.poll_interval, Duration::from_secs(300));
+        assert_eq!(w.args.cache_dir, PathBuf::from(DEFAULT_CACHE_DIR));
+        assert!(!w.args.leader_elect);
+        let w = Wrap::try_parse_from(["x", "--poll-interval", "30s", "--concurrency", "8", "--leader-elect"]).unwrap();
+        assert_eq!(w.args.poll_interval, Duration::from_secs(30));
+        assert_eq!(w.args.concurrency, 8);
+        assert!(w.args.leader_elect);
+        assert!(Wrap::try_parse_from(["x", "--concurrency", "0"]).is_err());
+        assert!(Wrap::try_parse_from(["x", "--default-source", "ftp:x"]).is_err());
+    }
+}

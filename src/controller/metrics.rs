@@ -1,0 +1,247 @@
+//! The Prometheus metrics served on `/metrics`.
+//!
+//! kube-runtime counts nothing itself, so the controllers, the GitHub source
+//! and the cache report here. Label values are bounded: controller names,
+//! reasons (our constants), HTTP status codes, release names.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels naming a controller (`clusterstack`, `clusterstackrelease`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+/// Labels of a failed reconcile.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub controller: String,
+    pub reason: String,
+}
+
+/// Labels of a GitHub request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// HTTP status code, or `error` when no answer came.
+    pub status: String,
+}
+
+/// Labels of a source (`github:owner/repo`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: String,
+}
+
+/// Labels of a release's applied objects.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AppliedLabels {
+    pub namespace: String,
+    pub release: String,
+    /// `synced` or `not-synced`.
+    pub status: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // 5 ms .. ~82 s: a reconcile is quick unless it waits on the API server.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.005, 2.0, 15))
+}
+
+/// Every metric of the operator, registered under the prefix `clusterstack`.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ControllerLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    github_requests: Family<RequestLabels, Counter>,
+    github_not_modified: Counter,
+    rate_limit_remaining: Family<SourceLabels, Gauge>,
+    cache_bytes: Gauge,
+    applied_objects: Family<AppliedLabels, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Self {
+        let mut root = Registry::with_prefix("clusterstack");
+        let reconciles = Family::<ControllerLabels, Counter>::default();
+        let failures = Family::<FailureLabels, Counter>::default();
+        let duration = Family::<ControllerLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
+        let github_requests = Family::<RequestLabels, Counter>::default();
+        let github_not_modified = Counter::default();
+        let rate_limit_remaining = Family::<SourceLabels, Gauge>::default();
+        let cache_bytes = Gauge::default();
+        let applied_objects = Family::<AppliedLabels, Gauge>::default();
+        root.register("reconciles", "Reconcile passes, by controller", reconciles.clone());
+        root.register("reconcile_failures", "Failed reconcile passes, by controller and reason", failures.clone());
+        root.register("reconcile_duration_seconds", "Duration of reconcile passes, by controller", duration.clone());
+        root.register("github_requests", "Requests sent to GitHub, by HTTP status", github_requests.clone());
+        root.register(
+            "github_not_modified",
+            "GitHub answers 304 Not Modified to conditional requests (free of rate limit)",
+            github_not_modified.clone(),
+        );
+        root.register(
+            "github_rate_limit_remaining",
+            "Requests left in the current GitHub rate-limit window, by source",
+            rate_limit_remaining.clone(),
+        );
+        root.register("cache_bytes", "Bytes of verified releases in the cache", cache_bytes.clone());
+        root.register("applied_objects", "Objects applied by a release, by sync status", applied_objects.clone());
+        Self {
+            registry: root,
+            reconciles,
+            failures,
+            duration,
+            github_requests,
+            github_not_modified,
+            rate_limit_remaining,
+            cache_bytes,
+            applied_objects,
+        }
+    }
+
+    /// Counts one reconcile pass of `controller` and records its duration.
+    pub fn reconciled(&self, controller: &str, took: Duration) {
+        let labels = ControllerLabels { controller: controller.to_string() };
+        self.reconciles.get_or_create(&labels).inc();
+        self.duration.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// Counts one failed pass of `controller`, by a bounded `reason` (a condition reason).
+    pub fn failed(&self, controller: &str, reason: &str) {
+        self.failures.get_or_create(&FailureLabels { controller: controller.into(), reason: reason.into() }).inc();
+    }
+
+    /// Counts one GitHub answer with this HTTP status (`None`: no answer).
+    pub fn github_request(&self, status: Option<u16>) {
+        let status = status.map_or_else(|| "error".to_string(), |s| s.to_string());
+        if status == "304" {
+            self.github_not_modified.inc();
+        }
+        self.github_requests.get_or_create(&RequestLabels { status }).inc();
+    }
+
+    /// Sets the remaining GitHub rate limit of a source.
+    pub fn rate_limit_remaining(&self, source: &str, remaining: u64) {
+        let v = i64::try_from(remaining).unwrap_or(i64::MAX);
+        self.rate_limit_remaining.get_or_create(&SourceLabels { source: source.into() }).set(v);
+    }
+
+    /// Sets the size of the release cache.
+    pub fn cache_bytes(&self, bytes: u64) {
+        self.cache_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the number of synced and not-synced objects of a release.
+    pub fn applied_objects(&self, namespace: &str, release: &str, synced: u64, not_synced: u64) {
+        for (status, n) in [("synced", synced), ("not-synced", not_synced)] {
+            let labels = AppliedLabels { namespace: namespace.into(), release: release.into(), status: status.into() };
+            self.applied_objects.get_or_create(&labels).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Drops the applied-object series of a deleted release.
+    pub fn forget_release(&self, namespace: &str, release: &str) {
+        for status in ["synced", "not-synced"] {
+            let labels = AppliedLabels { namespace: namespace.into(), release: release.into(), status: status.into() };
+            self.applied_objects.remove(&labels);
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// The `Content-Type` of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn reconciles_failures_and_durations_are_counted() {
+        let m = Metrics::new();
+        m.reconciled("clusterstack", Duration::from_millis(20));
+        m.reconciled("clusterstack", Duration::from_millis(30));
+        m.reconciled("clusterstackrelease", Duration::from_millis(1));
+        m.failed("clusterstack", "SourceUnavailable");
+        let text = m.encode().unwrap();
+        assert_eq!(
+            line(&text, "clusterstack_reconciles_total{controller=\"clusterstack\"}"),
+            Some("clusterstack_reconciles_total{controller=\"clusterstack\"} 2")
+        );
+        assert!(text.contains("clusterstack_reconciles_total{controller=\"clusterstackrelease\"} 1"));
+        assert!(text.contains(
+            "clusterstack_reconcile_failures_total{controller=\"clusterstack\",reason=\"SourceUnavailable\"} 1"
+        ));
+        assert!(text.contains("clusterstack_reconcile_duration_seconds_count{controller=\"clusterstack\"} 2"));
+        let sum = line(&text, "clusterstack_reconcile_duration_seconds_sum{controller=\"clusterstack\"}").unwrap();
+        let value: f64 = sum.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((value - 0.05).abs() < 1e-9, "{sum}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn github_requests_by_status_and_304_hits() {
+        let m = Metrics::new();
+        m.github_request(Some(200));
+        m.github_request(Some(304));
+        m.github_request(Some(304));
+        m.github_request(None);
+        m.rate_limit_remaining("github:o/r", 4999);
+        let text = m.encode().unwrap();
+        assert!(text.contains("clusterstack_github_requests_total{status=\"200\"} 1"));
+        assert!(text.contains("clusterstack_github_requests_total{status=\"304\"} 2"));
+        assert!(text.contains("clusterstack_github_requests_total{status=\"error\"} 1"));
+        assert!(text.contains("clusterstack_github_not_modified_total 2"));
+        assert!(text.contains("clusterstack_github_rate_limit_remaining{source=\"github:o/r\"} 4999"));
+    }
+
+    #[test]
+    fn gauges_are_set_and_forgotten() {
+        let m = Metrics::new();
+        m.cache_bytes(123_456);
+        m.applied_objects("stacks", "docker-ferrol-1-27-v2", 5, 1);
+        m.applied_objects("stacks", "docker-ferrol-1-27-v2", 6, 0);
+        let text = m.encode().unwrap();
+        assert!(text.contains("clusterstack_cache_bytes 123456"));
+        assert!(text.contains(
+            "clusterstack_applied_objects{namespace=\"stacks\",release=\"docker-ferrol-1-27-v2\",status=\"synced\"} 6"
+        ));
+        assert!(text.contains(
+            "clusterstack_applied_objects{namespace=\"stacks\",release=\"docker-ferrol-1-27-v2\",status=\"not-synced\"} 0"
+        ));
+        m.forget_release("stacks", "docker-ferrol-1-27-v2");
+        assert!(!m.encode().unwrap().contains("release=\"docker-ferrol-1-27-v2\""));
+    }
+}

@@ -1,0 +1,781 @@
+//! The release cache: verified, extracted releases on disk.
+//!
+//! Layout (others build on it):
+//!
+//! ```text
+//! <cache>/<source-key>/<tag>/            one complete release
+//!     <assets as published>
+//!     manifest.json                      digests, how verified, the source
+//!     cluster-class/<p>-<n>-<maj>-<min>-cluster-class/{Chart.yaml,values.yaml,templates/}
+//!     cluster-addon/...                  the extracted cluster-addon tarball
+//! <cache>/.tmp/                          work in progress, emptied at start
+//! ```
+//!
+//! A release is assembled in `.tmp/` on the same filesystem, verified,
+//! extracted, given its manifest last, then renamed into place: a crash
+//! leaves either nothing or a complete release. A cached release is
+//! re-verified against its manifest (assets and extracted files) the first
+//! time it is used after start, and discarded and fetched again on mismatch.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::release::{METADATA_FILE, MetadataError, ReleaseId, ReleaseMetadata};
+
+use super::archive::{self, ArchiveError, ExtractLimits};
+use super::{AssetInfo, ListedRelease, NoProgress, Progress, ReleaseSource, SHA256SUMS, SourceError, parse_sha256sums};
+
+/// The manifest file of a cached release.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Where the cluster-class tarball is extracted, inside a release directory.
+pub const CLUSTER_CLASS_DIR: &str = "cluster-class";
+/// Where the cluster-addon tarball is extracted, inside a release directory.
+pub const CLUSTER_ADDON_DIR: &str = "cluster-addon";
+/// Work in progress, inside the cache directory.
+pub const TMP_DIR: &str = ".tmp";
+const MANIFEST_FORMAT: u32 = 1;
+
+/// Small assets fetched when the release has them.
+const OPTIONAL_ASSETS: &[&str] = &["clusteraddon.yaml", "cluster-addon-values.yaml", "node-images.yaml", "hashes.json"];
+
+/// What a fetch accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FetchPolicy {
+    /// Refuse a release for which some asset has no known digest.
+    pub require_verified: bool,
+}
+
+/// Whether every asset of a release was checked against a known digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verification {
+    /// Every asset matched a digest announced by the source or listed in `SHA256SUMS`.
+    Verified,
+    /// Some asset had no digest to check against (its size was still checked).
+    Unverified,
+}
+
+impl std::fmt::Display for Verification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verification::Verified => "verified",
+            Verification::Unverified => "unverified",
+        })
+    }
+}
+
+/// Against what an asset was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifiedBy {
+    /// The digest the source announced (GitHub's `digest`, or a directory's `SHA256SUMS`).
+    Digest,
+    /// The release's `SHA256SUMS` asset.
+    Sha256sums,
+    /// Both.
+    DigestAndSha256sums,
+    /// Nothing but its size.
+    None,
+}
+
+/// One asset as cached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedAsset {
+    pub name: String,
+    pub size: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+    pub verified_by: VerifiedBy,
+}
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    /// The source's name, e.g. `github:owner/repo`.
+    pub source: String,
+    pub tag: String,
+    pub verification: Verification,
+    pub assets: Vec<CachedAsset>,
+    /// The asset extracted into `cluster-class/`.
+    pub cluster_class_asset: String,
+    /// The chart directory, relative to the release directory.
+    pub cluster_class_chart: String,
+    /// The asset extracted into `cluster-addon/`, when the release has one.
+    pub cluster_addon_asset: Option<String>,
+    /// sha256 over the extracted files (paths and contents), to detect tampering.
+    pub extracted_sha256: String,
+}
+
+/// A release ready to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedRelease {
+    pub id: ReleaseId,
+    /// `<cache>/<source-key>/<tag>`.
+    pub dir: PathBuf,
+    pub verification: Verification,
+    /// The cached assets with their digests.
+    pub assets: Vec<CachedAsset>,
+    /// The source's name.
+    pub source: String,
+    /// Whether this fetch downloaded it (false: it was in the cache).
+    pub downloaded: bool,
+    manifest: Manifest,
+}
+
+impl FetchedRelease {
+    /// The release's tag.
+    pub fn tag(&self) -> &str {
+        &self.manifest.tag
+    }
+
+    /// The parsed `metadata.yaml`, checked to belong to this release.
+    pub fn metadata(&self) -> Result<ReleaseMetadata, CacheError> {
+        let path = self.dir.join(METADATA_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| CacheError::io("cannot read", &path, e))?;
+        let file = path.display().to_string();
+        let metadata = ReleaseMetadata::parse(&file, &text)?;
+        metadata.check_matches(&file, &self.id)?;
+        Ok(metadata)
+    }
+
+    /// The cluster-class Helm chart: `<dir>/cluster-class/<p>-<n>-<maj>-<min>-cluster-class/`.
+    pub fn cluster_class_chart_dir(&self) -> PathBuf {
+        self.dir.join(&self.manifest.cluster_class_chart)
+    }
+
+    /// The extracted cluster-addon tarball, when the release has one.
+    pub fn cluster_addon_dir(&self) -> Option<PathBuf> {
+        self.manifest.cluster_addon_asset.as_ref().map(|_| self.dir.join(CLUSTER_ADDON_DIR))
+    }
+
+    /// The path of a cached asset (`clusteraddon.yaml`, `node-images.yaml`...), when the release has it.
+    pub fn asset_path(&self, name: &str) -> Option<PathBuf> {
+        self.assets.iter().any(|a| a.name == name).then(|| self.dir.join(name))
+    }
+
+    /// The sha256 of a cached asset.
+    pub fn digest(&self, name: &str) -> Option<&str> {
+        self.assets.iter().find(|a| a.name == name).map(|a| a.sha256.as_str())
+    }
+
+    /// The manifest as written.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+}
+
+/// Why a release could not be made available.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// Listing or downloading failed, or an asset does not match its digest or size.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("release {release} of {source_name} has no asset {asset}")]
+    MissingAsset { source_name: String, release: String, asset: String },
+    #[error("release {release} of {source_name}: {asset} is malformed: {message}")]
+    BadSha256Sums { source_name: String, release: String, asset: String, message: String },
+    #[error(
+        "release {release} of {source_name} is unverified (no digest for {assets}) and verified releases are required"
+    )]
+    Unverified { source_name: String, release: String, assets: String },
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    #[error("release {release}: the cluster-class tarball {asset} holds no chart (expected {expected}/Chart.yaml)")]
+    NoChart { release: String, asset: String, expected: String },
+    #[error("cached release {dir} is not intact: {message}")]
+    Corrupt { dir: PathBuf, message: String },
+    #[error("{context}: {path}")]
+    Io {
+        context: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {name:?} cannot name a cache directory")]
+    BadName { what: &'static str, name: String },
+    #[error("background task failed: {0}")]
+    Task(String),
+}
+
+impl CacheError {
+    fn io(context: &'static str, path: &Path, source: std::io::Error) -> Self {
+        CacheError::Io { context, path: path.to_path_buf(), source }
+    }
+}
+
+/// The cache directory. Cheap to share behind an `Arc`; one per process.
+#[derive(Debug)]
+pub struct ReleaseCache {
+    root: PathBuf,
+    limits: ExtractLimits,
+    /// One async lock per `<source-key>/<tag>`: the same release is never
+    /// fetched twice at once, different releases proceed in parallel.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Releases verified since this cache was opened.
+    checked: Mutex<HashSet<String>>,
+}
+
+impl ReleaseCache {
+    /// Opens (creating) the cache in `dir` and empties its `.tmp/`, which only
+    /// an interrupted run can have left behind.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, CacheError> {
+        Self::with_limits(dir, ExtractLimits::default())
+    }
+
+    /// Like [`new`](Self::new), with other extraction limits.
+    pub fn with_limits(dir: impl Into<PathBuf>, limits: ExtractLimits) -> Result<Self, CacheError> {
+        let root = dir.into();
+        std::fs::create_dir_all(&root).map_err(|e| CacheError::io("cannot create the cache directory", &root, e))?;
+        let tmp = root.join(TMP_DIR);
+        if tmp.exists() {
+            if std::fs::read_dir(&tmp).map(|mut d| d.next().is_some()).unwrap_or(true) {
+                tracing::info!(dir = %tmp.display(), "removing leftovers of an interrupted run");
+            }
+            std::fs::remove_dir_all(&tmp).map_err(|e| CacheError::io("cannot clean", &tmp, e))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| CacheError::io("cannot create", &tmp, e))?;
+        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default() })
+    }
+
+    /// The cache directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the release `tag` of the source with `source_key` lives (or would).
+    pub fn release_dir(&self, source_key: &str, tag: &str) -> PathBuf {
+        self.root.join(source_key).join(tag)
+    }
+
+    /// Makes `release` of `source` available, verified and extracted.
+    pub async fn fetch(
+        &self,
+        source: &impl ReleaseSource,
+        release: &ListedRelease,
+        policy: FetchPolicy,
+    ) -> Result<FetchedRelease, CacheError> {
+        self.fetch_with_progress(source, release, policy, &NoProgress).await
+    }
+
+    /// [`fetch`](Self::fetch), reporting download progress.
+    pub async fn fetch_with_progress(
+        &self,
+        source: &impl ReleaseSource,
+        release: &ListedRelease,
+        policy: FetchPolicy,
+        progress: &dyn Progress,
+    ) -> Result<FetchedRelease, CacheError> {
+        let key = source.cache_key();
+        check_key(&key)?;
+        check_component("tag", &release.tag)?;
+        let lock_key = format!("{key}/{}", release.tag);
+        let lock = self.lock_for(&lock_key);
+        let _guard = lock.lock().await;
+
+        let dir = self.release_dir(&key, &release.tag);
+        if let Some(fetched) = self.use_cached(&lock_key, &dir, release).await? {
+            return check_policy(fetched, policy, &source.name());
+        }
+        let fetched = self.download(source, release, policy, progress, &dir).await?;
+        self.mark_checked(&lock_key, true);
+        Ok(fetched)
+    }
+
+    /// Removes the releases of `source_key` whose tags are not in `keep`;
+    /// returns the removed tags.
+    pub async fn prune(&self, source_key: &str, keep: &[String]) -> Result<Vec<String>, CacheError> {
+        check_key(source_key)?;
+        let base = self.root.join(source_key);
+        let entries = match std::fs::read_dir(&base) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(CacheError::io("cannot read", &base, e)),
+        };
+        let mut tags = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| CacheError::io("cannot read", &base, e))?;
+            if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            if let Some(tag) = entry.file_name().to_str()
+                && !keep.iter().any(|k| k == tag)
+            {
+                tags.push(tag.to_string());
+            }
+        }
+        tags.sort();
+        for tag in &tags {
+            let lock_key = format!("{source_key}/{tag}");
+            let lock = self.lock_for(&lock_key);
+            let _guard = lock.lock().await;
+            self.discard(&base.join(tag)).await?;
+            self.mark_checked(&lock_key, false);
+            tracing::info!(source_key, tag, "pruned cached release");
+        }
+        Ok(tags)
+    }
+
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(key.to_string()).or_default().clone()
+    }
+
+    fn mark_checked(&self, key: &str, checked: bool) {
+        let mut set = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        if checked {
+            set.insert(key.to_string());
+        } else {
+            set.remove(key);
+        }
+    }
+
+    fn is_checked(&self, key: &str) -> bool {
+        self.checked.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
+    }
+
+    /// The cached release, if it is there and intact; a damaged one is discarded.
+    async fn use_cached(
+        &self,
+        lock_key: &str,
+        dir: &Path,
+        release: &ListedRelease,
+    ) -> Result<Option<FetchedRelease>, CacheError> {
+        if !dir.exists() {
+            self.mark_checked(lock_key, false);
+            return Ok(None);
+        }
+        let full_check = !self.is_checked(lock_key);
+        let owned_dir = dir.to_path_buf();
+        let checked = tokio::task::spawn_blocking(move || load_manifest(&owned_dir, full_check))
+            .await
+            .map_err(|e| CacheError::Task(e.to_string()))?;
+        match checked {
+            Ok(manifest) if manifest.tag == release.tag => {
+                self.mark_checked(lock_key, true);
+                Ok(Some(FetchedRelease {
+                    id: release.id.clone(),
+                    dir: dir.to_path_buf(),
+                    verification: manifest.verification,
+                    assets: manifest.assets.clone(),
+                    source: manifest.source.clone(),
+                    downloaded: false,
+                    manifest,
+                }))
+            }
+            Ok(manifest) => {
+                tracing::warn!(dir = %dir.display(), tag = manifest.tag, "cached release has another tag; fetching again");
+                self.discard(dir).await?;
+                self.mark_checked(lock_key, false);
+                Ok(None)
+            }
+            Err(err) => {
+                tracing::warn!(dir = %dir.display(), %err, "cached release failed verification; fetching again");
+                self.discard(dir).await?;
+                self.mark_checked(lock_key, false);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Moves `dir` out of the cache (atomic), then deletes it off the async workers.
+    async fn discard(&self, dir: &Path) -> Result<(), CacheError> {
+        let trash = self.root.join(TMP_DIR).join(format!("discard-{:016x}", rand::random::<u64>()));
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            match std::fs::rename(&dir, &trash) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(CacheError::io("cannot remove cached release", &dir, e)),
+            }
+            std::fs::remove_dir_all(&trash).map_err(|e| CacheError::io("cannot delete", &trash, e))
+        })
+        .await
+        .map_err(|e| CacheError::Task(e.to_string()))?
+    }
+
+    async fn download(
+        &self,
+        source: &impl ReleaseSource,
+        release: &ListedRelease,
+        policy: FetchPolicy,
+        progress: &dyn Progress,
+        final_dir: &Path,
+    ) -> Result<FetchedRelease, CacheError> {
+        let source_name = source.name();
+        let tag = release.tag.clone();
+        let staging = Staging::create(self.root.join(TMP_DIR).join(format!("{tag}-{:016x}", rand::random::<u64>())))?;
+        let missing = |asset: &str| CacheError::MissingAsset {
+            source_name: source_name.clone(),
+            release: tag.clone(),
+            asset: asset.to_string(),
+        };
+
+        // SHA256SUMS first: it vouches for the others.
+        let mut assets: Vec<CachedAsset> = Vec::new();
+        let mut sums = BTreeMap::new();
+        if let Some(asset) = release.asset(SHA256SUMS) {
+            let cached = fetch_asset(source, release, asset, &staging.path, progress, &BTreeMap::new()).await?;
+            let path = staging.path.join(SHA256SUMS);
+            let text = std::fs::read_to_string(&path).map_err(|e| CacheError::io("cannot read", &path, e))?;
+            sums = parse_sha256sums(&text).map_err(|message| CacheError::BadSha256Sums {
+                source_name: source_name.clone(),
+                release: tag.clone(),
+                asset: SHA256SUMS.to_string(),
+                message,
+            })?;
+            assets.push(cached);
+        }
+
+        let metadata_asset = release.asset(METADATA_FILE).ok_or_else(|| missing(METADATA_FILE))?;
+        let metadata_cached = fetch_asset(source, release, metadata_asset, &staging.path, progress, &sums).await?;
+        let metadata_path = staging.path.join(METADATA_FILE);
+        let text =
+            std::fs::read_to_string(&metadata_path).map_err(|e| CacheError::io("cannot read", &metadata_path, e))?;
+        let file = format!("{tag}/{METADATA_FILE}");
+        let metadata = ReleaseMetadata::parse(&file, &text)?;
+        metadata.check_matches(&file, &release.id)?;
+        assets.push(metadata_cached);
+
+        let prefix = format!("{}-{}-{}", release.id.provider, release.id.name, release.id.kubernetes.dashed());
+        let class_asset = [release.id.version.dotted(), release.id.version.dashed()]
+            .iter()
+            .find_map(|v| release.asset(&format!("{prefix}-cluster-class-{v}.tgz")))
+            .ok_or_else(|| missing(&format!("{prefix}-cluster-class-{}.tgz", release.id.version.dotted())))?;
+        let addon_version = &metadata.versions.components.cluster_addon;
+        let addon_asset = [addon_version.dotted(), addon_version.dashed()]
+            .iter()
+            .find_map(|v| release.asset(&format!("{prefix}-cluster-addon-{v}.tgz")));
+        if addon_asset.is_none() {
+            tracing::warn!(release = tag, version = %addon_version, "release has no cluster-addon tarball");
+        }
+
+        let mut wanted: Vec<&AssetInfo> = vec![class_asset];
+        wanted.extend(addon_asset);
+        wanted.extend(OPTIONAL_ASSETS.iter().filter_map(|name| release.asset(name)));
+        for asset in wanted {
+            assets.push(fetch_asset(source, release, asset, &staging.path, progress, &sums).await?);
+        }
+
+        let unverified: Vec<&str> = assets
+            .iter()
+            .filter(|a| a.name != SHA256SUMS && a.verified_by == VerifiedBy::None)
+            .map(|a| a.name.as_str())
+            .collect();
+        let verification = if unverified.is_empty() { Verification::Verified } else { Verification::Unverified };
+        if verification == Verification::Unverified {
+            if policy.require_verified {
+                return Err(CacheError::Unverified { source_name, release: tag, assets: unverified.join(", ") });
+            }
+            tracing::warn!(
+                release = tag,
+                source = source_name,
+                assets = unverified.join(", "),
+                "release is unverified: no digest for some assets"
+            );
+        }
+
+        // Extraction and hashing are blocking work.
+        let limits = self.limits;
+        let staging_path = staging.path.clone();
+        let class_name = class_asset.name.clone();
+        let addon_name = addon_asset.map(|a| a.name.clone());
+        let chart_rel = format!("{CLUSTER_CLASS_DIR}/{prefix}-cluster-class");
+        let release_tag = tag.clone();
+        let manifest = tokio::task::spawn_blocking(move || -> Result<Manifest, CacheError> {
+            archive::extract_tgz(&staging_path.join(&class_name), &staging_path.join(CLUSTER_CLASS_DIR), &limits)?;
+            if let Some(addon) = &addon_name {
+                archive::extract_tgz(&staging_path.join(addon), &staging_path.join(CLUSTER_ADDON_DIR), &limits)?;
+            }
+            let chart_rel = if staging_path.join(&chart_rel).join("Chart.yaml").is_file() {
+                chart_rel
+            } else if staging_path.join(CLUSTER_CLASS_DIR).join("Chart.yaml").is_file() {
+                CLUSTER_CLASS_DIR.to_string()
+            } else {
+                return Err(CacheError::NoChart { release: release_tag, asset: class_name, expected: chart_rel });
+            };
+            let manifest = Manifest {
+                format: MANIFEST_FORMAT,
+                source: source_name,
+                tag: release_tag,
+                verification,
+                assets,
+                cluster_class_asset: class_name,
+                cluster_class_chart: chart_rel,
+                cluster_addon_asset: addon_name,
+                extracted_sha256: extracted_digest(&staging_path)?,
+            };
+            write_manifest(&staging_path, &manifest)?;
+            Ok(manifest)
+        })
+        .await
+        .map_err(|e| CacheError::Task(e.to_string()))??;
+
+        if let Some(parent) = final_dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| CacheError::io("cannot create", parent, e))?;
+        }
+        std::fs::rename(&staging.path, final_dir)
+            .map_err(|e| CacheError::io("cannot move the release into the cache", final_dir, e))?;
+        staging.disarm();
+        if let Some(parent) = final_dir.parent() {
+            // Make the rename durable; a failure here only weakens crash safety.
+            let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
+        }
+        tracing::info!(release = manifest.tag, source = manifest.source, %verification, dir = %final_dir.display(), "release cached");
+        Ok(FetchedRelease {
+            id: release.id.clone(),
+            dir: final_dir.to_path_buf(),
+            verification,
+            assets: manifest.assets.clone(),
+            source: manifest.source.clone(),
+            downloaded: true,
+            manifest,
+        })
+    }
+}
+
+fn check_policy(fetched: FetchedRelease, policy: FetchPolicy, source_name: &str) -> Result<FetchedRelease, CacheError> {
+    if policy.require_verified && fetched.verification != Verification::Verified {
+        let assets = fetched
+            .assets
+            .iter()
+            .filter(|a| a.name != SHA256SUMS && a.verified_by == VerifiedBy::None)
+            .map(|a| a.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(CacheError::Unverified {
+            source_name: source_name.to_string(),
+            release: fetched.tag().to_string(),
+            assets,
+        });
+    }
+    Ok(fetched)
+}
+
+/// Downloads one asset into `dir` and checks its size and digests.
+async fn fetch_asset(
+    source: &impl ReleaseSource,
+    release: &ListedRelease,
+    asset: &AssetInfo,
+    dir: &Path,
+    progress: &dyn Progress,
+    sums: &BTreeMap<String, String>,
+) -> Result<CachedAsset, CacheError> {
+    check_component("asset", &asset.name)?;
+    let dest = dir.join(&asset.name);
+    let got = source.download(release, asset, &dest, progress).await?;
+    let mismatch = |what: &'static str, expected: String, actual: String| SourceError::Integrity {
+        release: release.tag.clone(),
+        asset: asset.name.clone(),
+        what,
+        expected,
+        actual,
+    };
+    if got.size != asset.size {
+        return Err(mismatch("size", asset.size.to_string(), got.size.to_string()).into());
+    }
+    let announced = asset.sha256.as_deref().map(str::to_ascii_lowercase);
+    if let Some(expected) = &announced
+        && *expected != got.sha256
+    {
+        return Err(mismatch("sha256", expected.clone(), got.sha256).into());
+    }
+    let listed = sums.get(&asset.name);
+    if let Some(expected) = listed
+        && *expected != got.sha256
+    {
+        return Err(mismatch("sha256 (SHA256SUMS)", expected.clone(), got.sha256).into());
+    }
+    let verified_by = match (announced.is_some(), listed.is_some()) {
+        (true, true) => VerifiedBy::DigestAndSha256sums,
+        (true, false) => VerifiedBy::Digest,
+        (false, true) => VerifiedBy::Sha256sums,
+        (false, false) => VerifiedBy::None,
+    };
+    Ok(CachedAsset { name: asset.name.clone(), size: got.size, sha256: got.sha256, verified_by })
+}
+
+/// Reads a release's manifest; with `full`, also re-hashes every asset and
+/// the extracted files against it.
+pub fn load_manifest(dir: &Path, full: bool) -> Result<Manifest, CacheError> {
+    let corrupt = |message: String| CacheError::Corrupt { dir: dir.to_path_buf(), message };
+    let path = dir.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| corrupt(format!("{MANIFEST_FILE} is unreadable: {e}")))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("{MANIFEST_FILE} is invalid: {e}")))?;
+    if manifest.format != MANIFEST_FORMAT {
+        return Err(corrupt(format!("{MANIFEST_FILE} has format {}, expected {MANIFEST_FORMAT}", manifest.format)));
+    }
+    // The chart path is joined onto the release directory: keep it inside.
+    let chart_ok = manifest.cluster_class_chart == CLUSTER_CLASS_DIR
+        || manifest
+            .cluster_class_chart
+            .strip_prefix(&format!("{CLUSTER_CLASS_DIR}/"))
+            .is_some_and(|rest| check_component("chart directory", rest).is_ok());
+    if !chart_ok {
+        return Err(corrupt(format!(
+            "{MANIFEST_FILE} names an invalid chart directory {:?}",
+            manifest.cluster_class_chart
+        )));
+    }
+    if !full {
+        return Ok(manifest);
+    }
+    for asset in &manifest.assets {
+        check_component("asset", &asset.name)?;
+        let path = dir.join(&asset.name);
+        let (size, sha256) =
+            hash_file(&path).map_err(|e| corrupt(format!("asset {} is unreadable: {e}", asset.name)))?;
+        if size != asset.size || sha256 != asset.sha256 {
+            return Err(corrupt(format!(
+                "asset {} changed: expected {} bytes sha256 {}, found {size} bytes sha256 {sha256}",
+                asset.name, asset.size, asset.sha256
+            )));
+        }
+    }
+    let extracted = extracted_digest(dir)?;
+    if extracted != manifest.extracted_sha256 {
+        return Err(corrupt(format!(
+            "extracted files changed: expected digest {}, found {extracted}",
+            manifest.extracted_sha256
+        )));
+    }
+    Ok(manifest)
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CacheError> {
+    let path = dir.join(MANIFEST_FILE);
+    let json = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| CacheError::Corrupt { dir: dir.to_path_buf(), message: format!("cannot encode manifest: {e}") })?;
+    let mut file = std::fs::File::create(&path).map_err(|e| CacheError::io("cannot write", &path, e))?;
+    file.write_all(&json).and_then(|()| file.sync_all()).map_err(|e| CacheError::io("cannot write", &path, e))
+}
+
+fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
+/// One digest over the extracted trees: every file's relative path and
+/// sha256, in sorted order. Links (never created by extraction) count as
+/// tampering.
+fn extracted_digest(release_dir: &Path) -> Result<String, CacheError> {
+    let mut lines = Vec::new();
+    for top in [CLUSTER_CLASS_DIR, CLUSTER_ADDON_DIR] {
+        let root = release_dir.join(top);
+        if root.exists() {
+            walk(&root, top, &mut lines)?;
+        }
+    }
+    lines.sort();
+    let mut hasher = Sha256::new();
+    for line in &lines {
+        hasher.update(line.as_bytes());
+        hasher.update(b"\n");
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), CacheError> {
+    let corrupt = |message: String| CacheError::Corrupt { dir: dir.to_path_buf(), message };
+    for entry in std::fs::read_dir(dir).map_err(|e| CacheError::io("cannot read", dir, e))? {
+        let entry = entry.map_err(|e| CacheError::io("cannot read", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let child_rel = format!("{rel}/{name}");
+        let kind = entry.file_type().map_err(|e| CacheError::io("cannot read", &entry.path(), e))?;
+        if kind.is_dir() {
+            out.push(format!("d {child_rel}"));
+            walk(&entry.path(), &child_rel, out)?;
+        } else if kind.is_file() {
+            let (_, sha) = hash_file(&entry.path()).map_err(|e| CacheError::io("cannot read", &entry.path(), e))?;
+            out.push(format!("f {child_rel} {sha}"));
+        } else {
+            return Err(corrupt(format!("{child_rel} is not a regular file or directory")));
+        }
+    }
+    Ok(())
+}
+
+/// A source key is `/`-separated safe components.
+fn check_key(key: &str) -> Result<(), CacheError> {
+    if key.is_empty() {
+        return Err(CacheError::BadName { what: "source key", name: key.to_string() });
+    }
+    for part in key.split('/') {
+        check_component("source key", part)
+            .map_err(|_| CacheError::BadName { what: "source key", name: key.into() })?;
+    }
+    Ok(())
+}
+
+fn check_component(what: &'static str, name: &str) -> Result<(), CacheError> {
+    let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\', '\0'])
+        && name != MANIFEST_FILE
+        && name != CLUSTER_CLASS_DIR
+        && name != CLUSTER_ADDON_DIR;
+    if ok { Ok(()) } else { Err(CacheError::BadName { what, name: name.to_string() }) }
+}
+
+/// A staging directory removed on drop unless disarmed, so a failed fetch
+/// leaves nothing behind (a crash leaves it in `.tmp/`, cleaned at start).
+struct Staging {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl Staging {
+    fn create(path: PathBuf) -> Result<Self, CacheError> {
+        std::fs::create_dir_all(&path).map_err(|e| CacheError::io("cannot create", &path, e))?;
+        Ok(Self { path, armed: true })
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_escape_the_cache_are_refused() {
+        for bad in ["", ".", "..", "a/b", ".tmp", "manifest.json", "cluster-class"] {
+            assert!(check_component("tag", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_component("tag", "docker-ferrol-1-27-v2").is_ok());
+        assert!(check_key("github/o/r").is_ok());
+        assert!(check_key("github/../r").is_err());
+        assert!(check_key("/abs").is_err());
+    }
+}
