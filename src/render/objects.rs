@@ -51,8 +51,14 @@ fn group_of(api_version: &str) -> &str {
 /// Parses one template's output into objects, checking each has
 /// `apiVersion`, `kind` and `metadata.name`. `file` names the template in errors.
 pub(crate) fn parse_objects(file: &str, output: &str) -> Result<Vec<DynamicObject>, RenderError> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(output)
-        .map_err(|e| RenderError::NotYaml { file: file.to_string(), message: e.to_string() })?;
+    let mut docs: Vec<serde_json::Value> = Vec::new();
+    for (first_line, chunk) in split_documents(output) {
+        let parsed: Vec<serde_json::Value> = serde_saphyr::from_multiple(chunk).map_err(|e| RenderError::NotYaml {
+            file: file.to_string(),
+            message: format!("in the document starting at line {first_line}: {e}"),
+        })?;
+        docs.extend(parsed);
+    }
     let mut objects = Vec::with_capacity(docs.len());
     for (index, doc) in docs.into_iter().enumerate() {
         // `from_multiple` skips empty documents, but a document of only `~` is null.
@@ -79,6 +85,29 @@ pub(crate) fn parse_objects(file: &str, output: &str) -> Result<Vec<DynamicObjec
         objects.push(object);
     }
     Ok(objects)
+}
+
+/// Splits a YAML stream before every `---` line at column 0. Such a line
+/// always starts a document (YAML forbids it inside scalars), so this is
+/// exact; parsing documents one by one is markedly faster than the whole
+/// stream at once. Yields the 1-based first line of each chunk.
+fn split_documents(output: &str) -> Vec<(usize, &str)> {
+    let is_marker = |line: &str| {
+        line.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+    };
+    let mut chunks = Vec::new();
+    let (mut start, mut start_line, mut offset) = (0, 1, 0);
+    for (i, line) in output.split_inclusive('\n').enumerate() {
+        if offset > start && is_marker(line.trim_end_matches('\n')) {
+            chunks.push((start_line, &output[start..offset]));
+            (start, start_line) = (offset, i + 1);
+        }
+        offset += line.len();
+    }
+    if start < output.len() {
+        chunks.push((start_line, &output[start..]));
+    }
+    chunks
 }
 
 /// Builds the object by hand: serde's derived `DynamicObject` deserialiser
@@ -236,6 +265,16 @@ mod tests {
         assert!(err.to_string().contains("apiVersion"), "{err}");
         let err = parse_objects("t.yaml", "- a\n- b\n").unwrap_err();
         assert!(err.to_string().contains("not a mapping"), "{err}");
+    }
+
+    #[test]
+    fn documents_split_at_markers_only() {
+        let out = "a: 1\n---\nb: |\n  ---\n  x\n--- # c\nc: 3\n----\n";
+        let chunks = split_documents(out);
+        assert_eq!(chunks, [(1, "a: 1\n"), (2, "---\nb: |\n  ---\n  x\n"), (6, "--- # c\nc: 3\n----\n")]);
+        assert_eq!(chunks.iter().map(|c| c.1).collect::<String>(), out);
+        let err = parse_objects("t.yaml", "---\napiVersion: v1\n---\nkind: [x\n").unwrap_err().to_string();
+        assert!(err.contains("starting at line 3"), "{err}");
     }
 
     #[test]
