@@ -5,6 +5,7 @@
 //! [`release`] (names, versions, metadata), then the command line in [`cli`].
 
 pub mod api;
+pub mod apply;
 pub mod cli;
 pub mod controller;
 pub mod release;

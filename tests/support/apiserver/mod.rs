@@ -1,0 +1,777 @@
+//! A stateful Kubernetes API server test double on 127.0.0.1, driven by a real `kube::Client`.
+//!
+//! What it does, faithfully enough for the operator's controllers:
+//! - discovery: `/api`, `/api/v1`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`, the
+//!   aggregated discovery (`as=APIGroupDiscoveryList`, v2) that `Discovery::run_aggregated` asks for,
+//!   and `/version`; built-in kinds (Namespace, ConfigMap, Secret, ServiceAccount, Service, Event in
+//!   core and `events.k8s.io/v1`, Lease, RBAC, Deployment, CustomResourceDefinition) and every
+//!   served version of every established CRD;
+//! - create, get, list (label selectors `=`, `==`, `!=`, `in`, `notin`, existence, `!key`; field
+//!   selectors on `metadata.name`/`metadata.namespace`), update, delete; JSON patch (with `test`),
+//!   merge patch, strategic merge patch (treated as a merge patch), server-side apply with
+//!   per-manager field ownership and conflicts; the `/status` subresource; `resourceVersion`, 409 on a
+//!   stale update; `generation` bumped on any change outside `metadata`/`status`; `uid`,
+//!   `creationTimestamp`; a no-op write keeps the `resourceVersion`;
+//! - watch with `resourceVersion`, `allowWatchBookmarks`, `sendInitialEvents`, `timeoutSeconds`,
+//!   410 Gone for a version older than the kept history;
+//! - finalizers and `deletionTimestamp`; garbage collection of objects whose owners (by uid) are
+//!   all gone; deleting a namespace deletes its contents; deleting a CRD deletes its objects;
+//!   namespaced objects need an existing, non-terminating namespace (`default`, `kube-system`,
+//!   `kube-public` exist at start);
+//! - fault injection, latency, a request log, direct reads and edits.
+//!
+//! Limits (do not rely on them in tests):
+//! - no authentication, admission, defaulting, OpenAPI validation or CEL rules; no conversion
+//!   between CRD versions (an object is served unchanged under every version);
+//! - server-side apply is simplified: lists are atomic (no `listType=map` merging, so two managers
+//!   cannot share one list), ownership is tracked for apply managers only (updates and patches do not
+//!   take ownership), `managedFields` is rendered but writes to it are ignored;
+//! - garbage collection runs synchronously after each write (not in the background) and only
+//!   with background propagation (no foreground deletion, no orphaning);
+//! - `limit`/`continue` are ignored: a list returns everything in one page;
+//! - `deletecollection`, `resourceVersionMatch` semantics, `dryRun`, and subresources other than
+//!   `/status` are not implemented (they answer 405 or are ignored);
+//! - updates do not create missing objects (`PUT` answers 404) and unconditional updates (no
+//!   `resourceVersion`) are allowed for every kind.
+
+mod selector;
+mod store;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+pub use selector::{FieldSelector, LabelSelector};
+use store::{ApiError, PatchType, ResourceType, Store};
+
+/// Which requests a fault or a count applies to; unset fields match anything.
+#[derive(Debug, Clone, Default)]
+pub struct RequestMatch {
+    verb: Option<String>,
+    resource: Option<String>,
+    name: Option<String>,
+}
+
+impl RequestMatch {
+    /// Matches every request.
+    pub fn any() -> Self {
+        Self::default()
+    }
+    /// Only this verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `discovery`.
+    pub fn verb(mut self, verb: &str) -> Self {
+        self.verb = Some(verb.into());
+        self
+    }
+    /// Only this resource (plural, e.g. `configmaps`).
+    pub fn resource(mut self, resource: &str) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+    /// Only this object name.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    fn matches(&self, r: &RequestRecord) -> bool {
+        self.verb.as_ref().is_none_or(|v| *v == r.verb)
+            && self.resource.as_ref().is_none_or(|v| *v == r.resource)
+            && self.name.as_ref().is_none_or(|v| *v == r.name)
+    }
+}
+
+/// One request the server answered.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    pub method: String,
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection` or `discovery`.
+    pub verb: String,
+    pub path: String,
+    pub query: BTreeMap<String, String>,
+    pub group: String,
+    /// The plural resource name, empty for discovery.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    pub subresource: String,
+    pub content_type: String,
+    pub body: Option<Value>,
+    pub status: u16,
+}
+
+struct Fault {
+    matcher: RequestMatch,
+    code: u16,
+    remaining: usize,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    faults: Mutex<Vec<Fault>>,
+    latency: Mutex<Duration>,
+    log: Mutex<Vec<RequestRecord>>,
+    /// `None`: CRDs are never established; `Some(d)`: after `d`.
+    establish_delay: Mutex<Option<Duration>>,
+    bookmark_interval: Duration,
+    /// Requests being answered now, and the most at once so far (watches excluded).
+    in_flight: Mutex<(usize, usize)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking test thread must not hide the state from the others.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The running test API server. Stops when dropped.
+pub struct ApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl ApiServer {
+    /// Starts a server on 127.0.0.1 on a free port.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local address");
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::new()),
+            faults: Mutex::new(Vec::new()),
+            latency: Mutex::new(Duration::ZERO),
+            log: Mutex::new(Vec::new()),
+            establish_delay: Mutex::new(Some(Duration::ZERO)),
+            bookmark_interval: Duration::from_secs(1),
+            in_flight: Mutex::new((0, 0)),
+        });
+        let app = axum::Router::new().fallback(handle).with_state(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Self { addr, shared, _stop: stop }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A `kube::Client` talking to this server, default namespace `default`.
+    pub fn client(&self) -> kube::Client {
+        clusterstack::install_crypto_provider();
+        let config = kube::Config::new(self.url().parse().expect("server URL"));
+        kube::Client::try_from(config).expect("kube client for the test server")
+    }
+
+    /// Fails the next `times` requests matching `matcher` with `code` (a `Status` body).
+    pub fn fail_next(&self, matcher: RequestMatch, code: u16, times: usize) {
+        lock(&self.shared.faults).push(Fault { matcher, code, remaining: times });
+    }
+
+    /// Adds `latency` before answering every request.
+    pub fn set_latency(&self, latency: Duration) {
+        *lock(&self.shared.latency) = latency;
+    }
+
+    /// When CRDs become established: `Some(Duration::ZERO)` at once (the default), `Some(d)` after
+    /// `d`, `None` never.
+    pub fn set_crd_establish_delay(&self, delay: Option<Duration>) {
+        *lock(&self.shared.establish_delay) = delay;
+    }
+
+    /// Every request answered so far.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// How many answered requests match.
+    pub fn count(&self, matcher: &RequestMatch) -> usize {
+        lock(&self.shared.log).iter().filter(|r| matcher.matches(r)).count()
+    }
+
+    /// Counts by `verb resource` (e.g. `"patch configmaps"`).
+    pub fn counters(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for r in lock(&self.shared.log).iter() {
+            *out.entry(format!("{} {}", r.verb, r.resource).trim().to_string()).or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// The most requests (watches excluded) the server was answering at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        lock(&self.shared.in_flight).1
+    }
+
+    /// Forgets the request log.
+    pub fn clear_requests(&self) {
+        lock(&self.shared.log).clear();
+    }
+
+    /// Reads an object as a client would see it; `namespace` is ignored for cluster-scoped kinds.
+    pub fn get_object(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let store = lock(&self.shared.store);
+        let rt = store.resource_for_kind(api_version, kind)?;
+        store.get(&rt, namespace.unwrap_or("default"), name).ok()
+    }
+
+    /// Every object of a kind (all namespaces).
+    pub fn list_objects(&self, api_version: &str, kind: &str) -> Vec<Value> {
+        let store = lock(&self.shared.store);
+        match store.resource_for_kind(api_version, kind) {
+            Some(rt) => store.list(&rt, None, &LabelSelector::default(), &FieldSelector::default()),
+            None => vec![],
+        }
+    }
+
+    /// Creates or replaces an object out of band (a manual edit): metadata the server owns is
+    /// kept, `resourceVersion` and `generation` move as for any write, watches see it.
+    pub fn put_object(&self, obj: Value) -> Value {
+        let out = lock(&self.shared.store).put_direct(obj);
+        match out {
+            Ok(v) if v["kind"] == "CustomResourceDefinition" => {
+                let rt =
+                    lock(&self.shared.store).resource_for_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+                match rt {
+                    Some(rt) => establish_if_crd(&self.shared, &rt, v),
+                    None => v,
+                }
+            }
+            Ok(v) => v,
+            Err(e) => panic!("put_object: {}", e.message),
+        }
+    }
+
+    /// Edits an existing object out of band with `edit`; panics when it does not exist.
+    pub fn edit_object(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> Value {
+        let mut obj = self
+            .get_object(api_version, kind, namespace, name)
+            .unwrap_or_else(|| panic!("edit_object: {kind} {name} not found"));
+        edit(&mut obj);
+        self.put_object(obj)
+    }
+
+    /// The store's current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        lock(&self.shared.store).resource_version()
+    }
+}
+
+fn status_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(header::CONTENT_TYPE, "application/json")], e.to_status().to_string()).into_response()
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+}
+
+/// What a request addresses.
+#[derive(Debug, Default)]
+struct Target {
+    discovery: Option<Vec<String>>,
+    group: String,
+    version: String,
+    resource: String,
+    namespace: Option<String>,
+    name: String,
+    subresource: String,
+}
+
+fn parse_path(path: &str) -> Result<Target, ApiError> {
+    let segs: Vec<String> = path.trim_matches('/').split('/').map(str::to_string).collect();
+    let (group, version, rest) = match segs.first().map(String::as_str) {
+        Some("api") if segs.len() <= 2 => return Ok(Target { discovery: Some(segs), ..Default::default() }),
+        Some("apis") if segs.len() <= 3 => return Ok(Target { discovery: Some(segs), ..Default::default() }),
+        Some("version") => return Ok(Target { discovery: Some(segs), ..Default::default() }),
+        Some("api") => (String::new(), segs[1].clone(), &segs[2..]),
+        Some("apis") => (segs[1].clone(), segs[2].clone(), &segs[3..]),
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource {path}"),
+            ));
+        }
+    };
+    let mut t = Target { group, version, ..Default::default() };
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    let namespaced = rest.first() == Some(&"namespaces")
+        && rest.len() >= 3
+        && !(rest.len() == 3 && (rest[2] == "status" || rest[2] == "finalize"));
+    let tail: &[&str] = if namespaced {
+        t.namespace = Some(rest[1].to_string());
+        &rest[2..]
+    } else {
+        &rest[..]
+    };
+    match tail {
+        [r] => t.resource = r.to_string(),
+        [r, n] => (t.resource, t.name) = (r.to_string(), n.to_string()),
+        [r, n, s] => (t.resource, t.name, t.subresource) = (r.to_string(), n.to_string(), s.to_string()),
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource {path}"),
+            ));
+        }
+    }
+    Ok(t)
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let is_watch = req.uri().query().is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
+    if !is_watch {
+        let mut f = lock(&shared.in_flight);
+        f.0 += 1;
+        f.1 = f.1.max(f.0);
+    }
+    let response = answer(&shared, req).await;
+    if !is_watch {
+        lock(&shared.in_flight).0 -= 1;
+    }
+    response
+}
+
+async fn answer(shared: &Arc<Shared>, req: Request) -> Response {
+    let latency = *lock(&shared.latency);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query: BTreeMap<String, String> =
+        Query::<BTreeMap<String, String>>::try_from_uri(req.uri()).map(|q| q.0).unwrap_or_default();
+    let content_type =
+        req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let body = axum::body::to_bytes(req.into_body(), 64 << 20).await.unwrap_or_default();
+    let target = match parse_path(&path) {
+        Ok(t) => t,
+        Err(e) => return status_response(&e),
+    };
+    let is_watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let verb = if target.discovery.is_some() {
+        "discovery"
+    } else {
+        match (&method, target.name.is_empty()) {
+            (&Method::GET, true) if is_watch => "watch",
+            (&Method::GET, true) => "list",
+            (&Method::GET, false) => "get",
+            (&Method::POST, _) => "create",
+            (&Method::PUT, _) => "update",
+            (&Method::PATCH, _) => "patch",
+            (&Method::DELETE, false) => "delete",
+            (&Method::DELETE, true) => "deletecollection",
+            _ => "unknown",
+        }
+    };
+    let mut record = RequestRecord {
+        method: method.to_string(),
+        verb: verb.to_string(),
+        path: path.clone(),
+        query: query.clone(),
+        group: target.group.clone(),
+        resource: target.resource.clone(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        // A create names its object in the body only.
+        name: if target.name.is_empty() && method == Method::POST {
+            serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|b| b.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_default()
+        } else {
+            target.name.clone()
+        },
+        subresource: target.subresource.clone(),
+        content_type: content_type.clone(),
+        body: if body.is_empty() {
+            None
+        } else {
+            serde_json::from_slice(&body).ok().or_else(|| serde_saphyr::from_slice(&body).ok())
+        },
+        status: 0,
+    };
+    let fault = {
+        let mut faults = lock(&shared.faults);
+        let hit = faults.iter_mut().find(|f| f.remaining > 0 && f.matcher.matches(&record));
+        hit.map(|f| {
+            f.remaining -= 1;
+            f.code
+        })
+    };
+    let response = match fault {
+        Some(code) => status_response(&ApiError::new(code, "InternalError", format!("injected fault ({code})"))),
+        None => match &target.discovery {
+            Some(segs) => discovery(shared, segs, &accept),
+            None => serve(shared, &target, verb, &query, &content_type, &body),
+        },
+    };
+    record.status = response.status().as_u16();
+    lock(&shared.log).push(record);
+    response
+}
+
+fn discovery(shared: &Shared, segs: &[String], accept: &str) -> Response {
+    let store = lock(&shared.store);
+    let aggregated = accept.contains("as=APIGroupDiscoveryList");
+    let resource_json = |t: &ResourceType| {
+        let verbs = ["create", "delete", "get", "list", "patch", "update", "watch"];
+        json!({"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind,
+               "verbs": verbs, "shortNames": t.short_names})
+    };
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for t in &store.types {
+        match groups.iter_mut().find(|(g, _)| *g == t.group) {
+            Some((_, vs)) if !vs.contains(&t.version) => vs.push(t.version.clone()),
+            Some(_) => {}
+            None => groups.push((t.group.clone(), vec![t.version.clone()])),
+        }
+    }
+    let gv = |g: &str, v: &str| if g.is_empty() { v.to_string() } else { format!("{g}/{v}") };
+    let aggregated_group = |g: &str, vs: &[String]| {
+        let versions: Vec<Value> = vs
+            .iter()
+            .map(|v| {
+                let resources: Vec<Value> = store
+                    .types
+                    .iter()
+                    .filter(|t| t.group == g && t.version == *v)
+                    .map(|t| {
+                        let subs: Vec<Value> = if t.status {
+                            vec![json!({"subresource": "status", "responseKind": {"group": t.group, "version": t.version, "kind": t.kind}, "verbs": ["get", "patch", "update"]})]
+                        } else {
+                            vec![]
+                        };
+                        json!({"resource": t.plural, "responseKind": {"group": t.group, "version": t.version, "kind": t.kind},
+                               "scope": if t.namespaced { "Namespaced" } else { "Cluster" }, "singularResource": t.singular,
+                               "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                               "shortNames": t.short_names, "subresources": subs})
+                    })
+                    .collect();
+                json!({"version": v, "resources": resources, "freshness": "Current"})
+            })
+            .collect();
+        json!({"metadata": {"name": g}, "versions": versions})
+    };
+    let agg_list = |items: Vec<Value>| {
+        let body = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    match segs.as_slice() {
+        ["version"] => json_response(
+            StatusCode::OK,
+            &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-clusterstack-test", "platform": "linux/amd64"}),
+        ),
+        ["api"] if aggregated => {
+            agg_list(groups.iter().filter(|(g, _)| g.is_empty()).map(|(g, vs)| aggregated_group(g, vs)).collect())
+        }
+        ["api"] => json_response(
+            StatusCode::OK,
+            &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+        ),
+        ["apis"] if aggregated => {
+            agg_list(groups.iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| aggregated_group(g, vs)).collect())
+        }
+        ["apis"] | ["apis", _] => {
+            let group_json = |g: &str, vs: &[String]| {
+                let versions: Vec<Value> = vs.iter().map(|v| json!({"groupVersion": gv(g, v), "version": v})).collect();
+                json!({"name": g, "versions": versions, "preferredVersion": versions[0]})
+            };
+            if let ["apis", name] = segs.as_slice() {
+                return match groups.iter().find(|(g, _)| g == name) {
+                    Some((g, vs)) => {
+                        let mut v = group_json(g, vs);
+                        v["kind"] = json!("APIGroup");
+                        v["apiVersion"] = json!("v1");
+                        json_response(StatusCode::OK, &v)
+                    }
+                    None => status_response(&ApiError::new(404, "NotFound", format!("group {name} not found"))),
+                };
+            }
+            let list: Vec<Value> =
+                groups.iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_json(g, vs)).collect();
+            json_response(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}))
+        }
+        ["api", v] | ["apis", _, v] => {
+            let g = if segs[0] == "api" { "" } else { segs[1] };
+            let mut resources = Vec::new();
+            for t in store.types.iter().filter(|t| t.group == g && t.version == *v) {
+                resources.push(resource_json(t));
+                if t.status {
+                    resources.push(
+                        json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
+                                          "kind": t.kind, "verbs": ["get", "patch", "update"]}),
+                    );
+                }
+            }
+            if resources.is_empty() {
+                return status_response(&ApiError::new(404, "NotFound", format!("{} not served", gv(g, v))));
+            }
+            json_response(
+                StatusCode::OK,
+                &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv(g, v), "resources": resources}),
+            )
+        }
+        _ => status_response(&ApiError::new(404, "NotFound", "unknown discovery path")),
+    }
+}
+
+fn serve(
+    shared: &Arc<Shared>,
+    t: &Target,
+    verb: &str,
+    query: &BTreeMap<String, String>,
+    content_type: &str,
+    body: &Bytes,
+) -> Response {
+    let rt = {
+        let store = lock(&shared.store);
+        store.resource(&t.group, &t.version, &t.resource)
+    };
+    let Some(rt) = rt else {
+        return status_response(&ApiError::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({}/{} {})", t.group, t.version, t.resource),
+        ));
+    };
+    if rt.namespaced != t.namespace.is_some() && !(verb == "list" || verb == "watch") {
+        return status_response(&ApiError::new(
+            404,
+            "NotFound",
+            format!("{} is {}namespaced", rt.plural, if rt.namespaced { "" } else { "not " }),
+        ));
+    }
+    let status_sub = match t.subresource.as_str() {
+        "" => false,
+        "status" if rt.status => true,
+        other => {
+            return status_response(&ApiError::new(
+                404,
+                "NotFound",
+                format!("subresource {other} not served for {}", rt.plural),
+            ));
+        }
+    };
+    let ns = t.namespace.as_deref();
+    let labels = match LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or("")) {
+        Ok(l) => l,
+        Err(e) => return status_response(&ApiError::new(400, "BadRequest", e)),
+    };
+    let fields = match FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or("")) {
+        Ok(f) => f,
+        Err(e) => return status_response(&ApiError::new(400, "BadRequest", e)),
+    };
+    let parse_body = || -> Result<Value, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::new(400, "BadRequest", format!("invalid JSON body: {e}")))
+    };
+    let result: Result<(StatusCode, Value), ApiError> = match verb {
+        "watch" => return watch(shared, &rt, ns, labels, fields, query),
+        "get" => lock(&shared.store).get(&rt, ns.unwrap_or(""), &t.name).map(|v| (StatusCode::OK, v)),
+        "list" => {
+            let store = lock(&shared.store);
+            let items = store.list(&rt, ns, &labels, &fields);
+            Ok((
+                StatusCode::OK,
+                json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
+                       "metadata": {"resourceVersion": store.resource_version().to_string()}, "items": items}),
+            ))
+        }
+        "create" => parse_body().and_then(|b| {
+            let out = lock(&shared.store).create(&rt, ns, b)?;
+            Ok((StatusCode::CREATED, establish_if_crd(shared, &rt, out)))
+        }),
+        "update" => parse_body()
+            .and_then(|b| lock(&shared.store).update(&rt, ns, &t.name, status_sub, b).map(|v| (StatusCode::OK, v))),
+        "patch" => {
+            let kind = if content_type.starts_with("application/apply-patch") {
+                PatchType::Apply
+            } else if content_type.starts_with("application/json-patch") {
+                PatchType::Json
+            } else if content_type.starts_with("application/strategic-merge-patch") {
+                PatchType::Strategic
+            } else {
+                PatchType::Merge
+            };
+            let force = query.get("force").is_some_and(|f| f == "true");
+            let manager = query.get("fieldManager").map(String::as_str);
+            let existed = lock(&shared.store).get(&rt, ns.unwrap_or(""), &t.name).is_ok();
+            lock(&shared.store).patch(&rt, ns, &t.name, status_sub, kind, body, manager, force).map(|v| {
+                if existed { (StatusCode::OK, v) } else { (StatusCode::CREATED, establish_if_crd(shared, &rt, v)) }
+            })
+        }
+        "delete" => {
+            let opts: Value =
+                if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+            let uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
+            lock(&shared.store).delete(&rt, ns, &t.name, uid).map(|v| (StatusCode::OK, v))
+        }
+        _ => Err(ApiError::new(405, "MethodNotAllowed", format!("{verb} is not supported by the test server"))),
+    };
+    match result {
+        Ok((code, v)) => json_response(code, &v),
+        Err(e) => status_response(&e),
+    }
+}
+
+/// A created CRD becomes established at once, later, or never, as configured.
+fn establish_if_crd(shared: &Arc<Shared>, rt: &ResourceType, created: Value) -> Value {
+    if rt.kind != "CustomResourceDefinition" {
+        return created;
+    }
+    let name = created.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    match *lock(&shared.establish_delay) {
+        Some(d) if d.is_zero() => {
+            let mut store = lock(&shared.store);
+            store.establish_crd(&name);
+            store.get(rt, "", &name).unwrap_or(created)
+        }
+        Some(d) => {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                lock(&shared.store).establish_crd(&name);
+            });
+            created
+        }
+        None => created,
+    }
+}
+
+fn watch(
+    shared: &Arc<Shared>,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    query: &BTreeMap<String, String>,
+) -> Response {
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true");
+    let initial = query.get("sendInitialEvents").is_some_and(|b| b == "true");
+    let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1800);
+    let from: Option<u64> = query.get("resourceVersion").and_then(|r| r.parse().ok()).filter(|r| *r > 0);
+    let ns = ns.map(str::to_string);
+    let matches = {
+        let (rt, ns) = (rt.clone(), ns.clone());
+        move |e: &store::Event| {
+            e.group == rt.group
+                && e.plural == rt.plural
+                && ns.as_ref().is_none_or(|n| *n == e.namespace)
+                && labels.matches(&e.obj)
+                && fields.matches(&e.obj)
+        }
+    };
+    let line = |kind: &str, obj: &Value| Bytes::from(format!("{}\n", json!({"type": kind, "object": obj})));
+    let (first, mut rx, current_rv) = {
+        let store = lock(&shared.store);
+        let rx = store.tx.subscribe();
+        let mut first = Vec::new();
+        match from {
+            // Resume: replay what happened since.
+            Some(rv) if !initial => match store.events_since(rv, &rt.group, &rt.plural) {
+                Ok(evs) => first.extend(evs.iter().filter(|e| matches(e)).map(|e| line(e.kind, &e.obj))),
+                Err(e) => {
+                    // The watch itself succeeds and carries the error, as the real server does.
+                    first.push(line("ERROR", &e.to_status()));
+                }
+            },
+            // No version (or sendInitialEvents): the current state as ADDED events.
+            _ => {
+                let all = store.list(rt, ns.as_deref(), &LabelSelector::default(), &FieldSelector::default());
+                for o in all {
+                    let ev = store::Event {
+                        rv: 0,
+                        kind: "ADDED",
+                        group: rt.group.clone(),
+                        plural: rt.plural.clone(),
+                        namespace: ns.clone().unwrap_or_default(),
+                        obj: o,
+                    };
+                    let ev = store::Event {
+                        namespace: ev
+                            .obj
+                            .pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        ..ev
+                    };
+                    if matches(&ev) {
+                        first.push(line("ADDED", &ev.obj));
+                    }
+                }
+            }
+        }
+        if initial {
+            let bm = json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": {
+                "resourceVersion": store.resource_version().to_string(),
+                "annotations": {"k8s.io/initial-events-end": "true"}}});
+            first.push(line("BOOKMARK", &bm));
+        }
+        (first, rx, store.resource_version())
+    };
+    let (tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
+    let (kind, api_version) = (rt.kind.clone(), rt.api_version());
+    let interval = shared.bookmark_interval;
+    tokio::spawn(async move {
+        for b in first {
+            if tx.send(b).await.is_err() {
+                return;
+            }
+        }
+        let mut last_rv = current_rv;
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(interval);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = tick.tick(), if bookmarks => {
+                    // Only a version every earlier event has been delivered for is safe to resume from.
+                    let bm = json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": last_rv.to_string()}});
+                    if tx.send(line("BOOKMARK", &bm)).await.is_err() { return; }
+                }
+                ev = rx.recv() => match ev {
+                    Ok(ev) => {
+                        if ev.rv <= current_rv { continue; }
+                        last_rv = ev.rv;
+                        if !matches(&ev) { continue; }
+                        if tx.send(line(ev.kind, &ev.obj)).await.is_err() { return; }
+                    }
+                    // Too slow a reader: end the watch; the client resumes from its last version.
+                    Err(_) => return,
+                },
+            }
+        }
+    });
+    let stream = futures::stream::unfold(out_rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response()
+}

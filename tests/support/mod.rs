@@ -1,0 +1,11 @@
+//! Test support shared by integration tests (`mod support;`) and examples
+//! (`#[path = "../tests/support/mod.rs"] mod support;`). Never part of the shipped binary.
+
+// Each test binary uses a different part of the support code.
+#![allow(dead_code)]
+
+pub mod apiserver;
+
+#[allow(unused_imports)]
+pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
+pub mod fixtures;
