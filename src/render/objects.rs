@@ -155,12 +155,15 @@ pub(crate) fn check_duplicates(objects: &[DynamicObject], sources: &[String]) ->
 /// 0 CustomResourceDefinitions, 1 Namespaces, 2 cluster-wide RBAC
 /// (ClusterRole, ClusterRoleBinding), 3 kinds ending in `Class`, 4 the rest.
 pub fn apply_stage(object: &DynamicObject) -> u8 {
-    let kind = object.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("");
-    match kind {
-        "CustomResourceDefinition" => 0,
-        "Namespace" => 1,
-        "ClusterRole" | "ClusterRoleBinding" => 2,
-        k if k.ends_with("Class") => 3,
+    let (api_version, kind) =
+        object.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())).unwrap_or(("", ""));
+    // The same classes as the apply engine's (`crate::apply`): a `Namespace`
+    // of another group is an ordinary object.
+    match (group_of(api_version), kind) {
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => 0,
+        ("", "Namespace") => 1,
+        (_, "ClusterRole" | "ClusterRoleBinding") => 2,
+        (_, k) if k.ends_with("Class") => 3,
         _ => 4,
     }
 }
@@ -219,6 +222,7 @@ mod tests {
             obj("storage.k8s.io/v1", "StorageClass", None, "fast"),
             obj("apps/v1", "Deployment", Some("kube-system"), "a"),
             obj("rbac.authorization.k8s.io/v1", "Role", Some("kube-system"), "r"),
+            obj("example.com/v1", "Namespace", None, "not-a-namespace"),
         ];
         sort_for_apply(&mut objects);
         assert_eq!(
@@ -233,6 +237,7 @@ mod tests {
                 "ConfigMap/a",
                 "Deployment/a",
                 "Deployment/b",
+                "Namespace/not-a-namespace",
                 "Role/r",
             ]
         );
