@@ -9,6 +9,7 @@ pub mod apply;
 pub mod cli;
 pub mod controller;
 pub mod release;
+pub mod render;
 pub mod source;
 
 /// Installs the process-wide TLS crypto provider (ring).

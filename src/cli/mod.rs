@@ -2,11 +2,13 @@
 //!
 //! Each subcommand lives in its own file and is dispatched from [`run`].
 
+mod build;
 mod crds;
 mod install;
 pub mod operator;
 pub mod pull;
 pub mod releases;
+mod render;
 pub mod source_args;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -33,6 +35,12 @@ pub enum LogFormat {
 pub enum Command {
     /// Print the CustomResourceDefinitions, or write one file per CRD into a directory.
     Crds(crds::CrdsArgs),
+    /// Package a stack source directory into a reproducible release.
+    // `--version` is the version to build here, not the program's.
+    #[command(disable_version_flag = true)]
+    Build(build::BuildArgs),
+    /// Print the objects of a release's chart in apply order.
+    Render(render::RenderArgs),
     /// Print everything needed to run the operator in a cluster (`install --export | kubectl apply -f -`).
     Install(install::InstallArgs),
     /// List the cluster-stack releases of a source.
@@ -48,6 +56,12 @@ pub enum Command {
 pub enum CliError {
     #[error("could not serialise the CRDs to YAML")]
     CrdYaml(#[from] serde_saphyr::ser::Error),
+    #[error(transparent)]
+    Build(#[from] crate::release::build::BuildError),
+    #[error(transparent)]
+    Render(#[from] crate::render::RenderError),
+    #[error("{0}")]
+    Usage(String),
     #[error(transparent)]
     Source(#[from] source_args::SourceCliError),
     #[error(transparent)]
@@ -78,6 +92,8 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crds(args) => crds::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Render(args) => render::run(args).await,
         Command::Install(args) => install::run(args),
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),

@@ -1,6 +1,7 @@
 //! The release model: a release's typed identity, its names, its version and
 //! its `metadata.yaml`.
 
+pub mod build;
 mod id;
 mod metadata;
 

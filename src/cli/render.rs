@@ -1,0 +1,217 @@
+//! `clusterstack render`: print the objects a release would apply.
+//!
+//! RELEASE is a tag (fetched through the source into the verified cache), a
+//! release directory (`<dir>/<tag>/` with `metadata.yaml` and the tarballs,
+//! extracted with the safe extractor into a temp dir), or an already
+//! extracted chart directory.
+
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+use kube::api::DynamicObject;
+
+use crate::release::build::{cluster_addon_asset, cluster_class_asset};
+use crate::release::{METADATA_FILE, ReleaseId, ReleaseMetadata};
+use crate::render::{self, CHART_FILE, ClusterObjects, RenderContext};
+use crate::source::archive::{ExtractLimits, extract_tgz};
+use crate::source::{FetchPolicy, ReleaseCache, ReleaseSource};
+
+use super::CliError;
+use super::source_args::{SourceArgs, SourceCliError};
+
+/// Print the objects of a release in apply order.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// A release tag (looked up in `--source`), a release directory holding
+    /// `metadata.yaml` and the tarballs, or an extracted chart directory (the
+    /// cluster-class chart, or with `--addons` the directory of addon charts).
+    pub release: String,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The cache directory for releases fetched by tag. Default:
+    /// $XDG_CACHE_HOME/clusterstack, else ~/.cache/clusterstack.
+    #[arg(long, env = "CLUSTERSTACK_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// For an extracted chart directory: the release (tag or class name) to
+    /// render as. Default for the cluster-class chart: from its `Chart.yaml`.
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// `release.namespace` in templates.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Render the addons for the Cluster of `--cluster` instead of the cluster class.
+    #[arg(long, requires = "cluster")]
+    pub addons: bool,
+    /// A YAML file with the CAPI `Cluster`, optionally followed by its control
+    /// plane and infrastructure cluster objects as further documents.
+    #[arg(long)]
+    pub cluster: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+/// The chart directories to render and the release they belong to.
+struct Charts {
+    id: ReleaseId,
+    cluster_class: PathBuf,
+    addons: Option<PathBuf>,
+    /// Keeps the extraction of a release directory alive while rendering.
+    _tmp: Option<tempfile::TempDir>,
+}
+
+pub async fn run(args: RenderArgs) -> Result<(), CliError> {
+    let charts = resolve(&args).await?;
+    let ctx = RenderContext::new(&charts.id, &args.namespace);
+    let objects: Vec<DynamicObject> = if args.addons {
+        let Some(cluster_file) = &args.cluster else {
+            return Err(CliError::Usage("--addons needs --cluster FILE".into()));
+        };
+        let Some(addon_dir) = &charts.addons else {
+            return Err(CliError::Usage(format!("the release {} has no addon bundle", charts.id)));
+        };
+        let ctx = ctx.with_cluster(read_cluster(cluster_file)?);
+        render::render_addons(addon_dir, &ctx)?.into_iter().flat_map(|chart| chart.objects).collect()
+    } else {
+        render::render_cluster_class(&charts.cluster_class, &ctx)?
+    };
+    print!("{}", format_objects(&objects, args.output)?);
+    Ok(())
+}
+
+async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
+    let path = Path::new(&args.release);
+    if path.join(METADATA_FILE).is_file() {
+        return extract_release_dir(path);
+    }
+    if path.is_dir() {
+        let id = match &args.tag {
+            Some(tag) => ReleaseId::parse_any(tag).map_err(|e| CliError::Usage(e.to_string()))?,
+            None if args.addons => {
+                return Err(CliError::Usage(format!(
+                    "{}: an extracted addon bundle does not name its release; pass --tag TAG",
+                    path.display()
+                )));
+            }
+            None => release_of_chart(path)?,
+        };
+        return Ok(Charts { id, cluster_class: path.to_path_buf(), addons: Some(path.to_path_buf()), _tmp: None });
+    }
+    // A tag: through the source and the verified cache, as `pull` does.
+    let source = args.source.open()?;
+    let listing = source.list().await.map_err(SourceCliError::from)?;
+    let release = listing.releases.iter().find(|r| r.tag == args.release).ok_or_else(|| SourceCliError::NotFound {
+        tag: args.release.clone(),
+        source_name: source.name(),
+        hint: format!("not a directory either; {} releases listed", listing.releases.len()),
+    })?;
+    let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
+        .map_err(SourceCliError::from)?;
+    let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;
+    Ok(Charts {
+        id: fetched.id.clone(),
+        cluster_class: fetched.cluster_class_chart_dir(),
+        addons: fetched.cluster_addon_dir(),
+        _tmp: None,
+    })
+}
+
+/// Extracts the tarballs of a release directory (named by its tag) into a temp dir.
+fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
+    let usage = |m: String| CliError::Usage(format!("{}: {m}", dir.display()));
+    let tag = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .ok_or_else(|| usage("cannot name the release directory".into()))?;
+    let id = ReleaseId::from_tag(&tag).map_err(|e| usage(e.to_string()))?;
+    let metadata_path = dir.join(METADATA_FILE);
+    let text = std::fs::read_to_string(&metadata_path).map_err(|e| usage(e.to_string()))?;
+    let file = metadata_path.display().to_string();
+    let metadata = ReleaseMetadata::parse(&file, &text).map_err(|e| usage(e.to_string()))?;
+    metadata.check_matches(&file, &id).map_err(|e| usage(e.to_string()))?;
+
+    let tmp = tempfile::tempdir().map_err(|e| usage(format!("cannot create a temp directory: {e}")))?;
+    let limits = ExtractLimits::default();
+    let class_dir = tmp.path().join("cluster-class");
+    extract_tgz(&dir.join(cluster_class_asset(&id)), &class_dir, &limits).map_err(|e| usage(e.to_string()))?;
+    let addon_dir = tmp.path().join("cluster-addon");
+    extract_tgz(&dir.join(cluster_addon_asset(&id, &metadata.versions.components.cluster_addon)), &addon_dir, &limits)
+        .map_err(|e| usage(e.to_string()))?;
+    Ok(Charts {
+        cluster_class: class_dir.join(format!("{}-cluster-class", id.stack_name())),
+        addons: Some(addon_dir),
+        id,
+        _tmp: Some(tmp),
+    })
+}
+
+/// Formats objects as a YAML stream or a JSON `List`.
+pub fn format_objects(objects: &[DynamicObject], format: Format) -> Result<String, CliError> {
+    match format {
+        Format::Yaml => {
+            let mut out = String::new();
+            for object in objects {
+                out.push_str("---\n");
+                out.push_str(&serde_saphyr::to_string(object).map_err(CliError::CrdYaml)?);
+            }
+            Ok(out)
+        }
+        Format::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            let mut out = serde_json::to_string_pretty(&list).map_err(|e| CliError::Usage(e.to_string()))?;
+            out.push('\n');
+            Ok(out)
+        }
+    }
+}
+
+/// The release a packaged cluster-class chart belongs to: its `Chart.yaml`
+/// is named `<stack>-cluster-class` and carries the stack version.
+fn release_of_chart(chart_dir: &Path) -> Result<ReleaseId, CliError> {
+    #[derive(serde::Deserialize)]
+    struct Chart {
+        name: String,
+        version: String,
+    }
+    let path = chart_dir.join(CHART_FILE);
+    let usage = |m: String| CliError::Usage(format!("{}: {m}; pass --release TAG", path.display()));
+    let text = std::fs::read_to_string(&path).map_err(|e| usage(e.to_string()))?;
+    let chart: Chart = serde_saphyr::from_str(&text).map_err(|e| usage(e.to_string()))?;
+    let stack =
+        chart.name.strip_suffix("-cluster-class").ok_or_else(|| usage("name does not end in -cluster-class".into()))?;
+    ReleaseId::from_class_name(&format!("{stack}-{}", chart.version)).map_err(|e| usage(e.to_string()))
+}
+
+/// Reads the Cluster and, when present, its control plane and infrastructure
+/// cluster (matched by the Cluster's `controlPlaneRef`/`infrastructureRef`).
+pub fn read_cluster(path: &Path) -> Result<ClusterObjects, CliError> {
+    let bad = |m: String| CliError::Usage(format!("{}: {m}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| bad(e.to_string()))?;
+    let kind = |d: &serde_json::Value| d["kind"].as_str().map(str::to_string);
+    let cluster = docs
+        .iter()
+        .find(|d| kind(d).as_deref() == Some("Cluster"))
+        .cloned()
+        .ok_or_else(|| bad("no object of kind Cluster".into()))?;
+    let referenced = |reference: &serde_json::Value| {
+        docs.iter()
+            .find(|d| {
+                reference.is_object() && d["kind"] == reference["kind"] && d["metadata"]["name"] == reference["name"]
+            })
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}))
+    };
+    Ok(ClusterObjects {
+        control_plane: referenced(&cluster["spec"]["controlPlaneRef"]),
+        infra_cluster: referenced(&cluster["spec"]["infrastructureRef"]),
+        cluster,
+    })
+}

@@ -1,0 +1,340 @@
+//! Rendering of release bundles with minijinja, pure and without I/O beyond
+//! the bundle's own files.
+//!
+//! A chart directory holds `Chart.yaml` (name, version), `values.yaml`,
+//! `templates/*.yaml` (each rendered) and `templates/_*.j2` (macros, importable,
+//! never rendered on their own); an addon's chart may also hold
+//! `overwrite.yaml`, a template rendered per workload cluster whose result is
+//! merged over `values.yaml`. See `docs/release-format.md`.
+//!
+//! Rendering is strict: printing an undefined value fails with the file, the
+//! line and the missing name; a template reaches only the files of its own
+//! `templates/` directory; fuel and output size are limited. The output is
+//! parsed as multi-document YAML into [`DynamicObject`]s, validated, checked
+//! for duplicates and returned in apply order ([`sort_for_apply`]).
+
+mod engine;
+mod objects;
+
+use std::path::{Path, PathBuf};
+
+use kube::api::DynamicObject;
+use serde::Deserialize;
+
+use crate::release::ReleaseId;
+
+pub use objects::{ObjectKey, apply_cmp, apply_stage, sort_for_apply};
+
+/// The chart description file of a bundle directory.
+pub const CHART_FILE: &str = "Chart.yaml";
+/// The default values of a bundle directory.
+pub const VALUES_FILE: &str = "values.yaml";
+/// An addon's per-cluster values template, merged over `values.yaml`.
+pub const OVERWRITE_FILE: &str = "overwrite.yaml";
+/// The directory of a bundle's templates.
+pub const TEMPLATES_DIR: &str = "templates";
+
+/// Limits that stop a runaway template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderLimits {
+    /// minijinja fuel per template render (roughly one unit per instruction).
+    pub fuel: u64,
+    /// Largest output of one template, in bytes.
+    pub max_output_bytes: usize,
+}
+
+impl Default for RenderLimits {
+    fn default() -> Self {
+        // Generous for real stacks (the sample uses a few thousand units),
+        // small enough to stop an endless loop in well under a second.
+        Self { fuel: 50_000_000, max_output_bytes: 16 * 1024 * 1024 }
+    }
+}
+
+/// The CAPI objects an addon is rendered for, as plain maps.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterObjects {
+    /// The `Cluster` (cluster.x-k8s.io).
+    pub cluster: serde_json::Value,
+    /// The object of the Cluster's `spec.controlPlaneRef`.
+    pub control_plane: serde_json::Value,
+    /// The object of the Cluster's `spec.infrastructureRef`.
+    pub infra_cluster: serde_json::Value,
+}
+
+/// What templates see, besides the chart's own name and values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderContext {
+    /// `release.name`: the stack without version, e.g. `docker-ferrol-1-27`.
+    pub release_name: String,
+    /// `release.namespace`: where namespaced management-cluster objects go.
+    pub namespace: String,
+    /// `chart.version`: the dot-form stack version, e.g. `v3`.
+    pub chart_version: String,
+    /// `cluster`, `control_plane`, `infra_cluster` (addons only).
+    pub cluster: Option<ClusterObjects>,
+    pub limits: RenderLimits,
+}
+
+impl RenderContext {
+    /// The context of release `id` rendered into `namespace`.
+    pub fn new(id: &ReleaseId, namespace: &str) -> Self {
+        Self {
+            release_name: id.stack_name(),
+            namespace: namespace.to_string(),
+            chart_version: id.version.dotted(),
+            cluster: None,
+            limits: RenderLimits::default(),
+        }
+    }
+
+    /// The same context for the addons of a workload cluster.
+    pub fn with_cluster(mut self, cluster: ClusterObjects) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// The same context with other limits.
+    pub fn with_limits(mut self, limits: RenderLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// Why a bundle could not be rendered. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{context} {path}")]
+    Io {
+        context: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `Chart.yaml`, `values.yaml` or a rendered `overwrite.yaml` is not usable.
+    #[error("{file}: {message}")]
+    Bundle { file: String, message: String },
+    /// A template failed: syntax, undefined value, failed filter, bad include.
+    #[error("{file}:{line}: {message}")]
+    Template { file: String, line: usize, message: String },
+    #[error("{file}: stopped after using all its fuel ({fuel} units): an endless loop, or raise the fuel limit")]
+    OutOfFuel { file: String, fuel: u64 },
+    #[error("{file}: output exceeds the limit of {limit} bytes")]
+    OutputTooLarge { file: String, limit: usize },
+    #[error("{file}: the output is not valid YAML: {message}")]
+    NotYaml { file: String, message: String },
+    #[error("{file}: document {index}: {message}")]
+    InvalidObject { file: String, index: usize, message: String },
+    #[error("the object {key} is rendered twice: by {first} and by {second}")]
+    Duplicate { key: String, first: String, second: String },
+    #[error("{0}: addons are rendered for a workload cluster, but no Cluster was given")]
+    NoCluster(String),
+}
+
+impl RenderError {
+    fn io(context: &'static str, path: &Path, source: std::io::Error) -> Self {
+        RenderError::Io { context, path: path.to_path_buf(), source }
+    }
+}
+
+/// A rendered chart: its name and its objects in apply order.
+#[derive(Debug, Clone)]
+pub struct RenderedChart {
+    /// `name` of `Chart.yaml`; for addons the addon's name.
+    pub name: String,
+    pub objects: Vec<DynamicObject>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChartFile {
+    name: Option<String>,
+}
+
+/// Renders a cluster-class chart (an extracted `<p>-<n>-<maj>-<min>-cluster-class/`
+/// directory) into its objects, in apply order.
+pub fn render_cluster_class(chart_dir: &Path, ctx: &RenderContext) -> Result<Vec<DynamicObject>, RenderError> {
+    Ok(render_chart(chart_dir, ctx)?.objects)
+}
+
+/// Renders one addon chart (a directory of the addon bundle) for the
+/// workload cluster in `ctx.cluster`, in apply order.
+pub fn render_addon(addon_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
+    if ctx.cluster.is_none() {
+        return Err(RenderError::NoCluster(addon_dir.display().to_string()));
+    }
+    render_chart(addon_dir, ctx)
+}
+
+/// The addon names of an extracted addon bundle: its subdirectories holding a
+/// `Chart.yaml`, sorted.
+pub fn addon_names(bundle_dir: &Path) -> Result<Vec<String>, RenderError> {
+    let entries = std::fs::read_dir(bundle_dir).map_err(|e| RenderError::io("cannot read", bundle_dir, e))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| RenderError::io("cannot read", bundle_dir, e))?;
+        let file_type = entry.file_type().map_err(|e| RenderError::io("cannot inspect", &entry.path(), e))?;
+        if file_type.is_dir() && entry.path().join(CHART_FILE).is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Renders every addon of an extracted addon bundle (sorted by name) for the
+/// workload cluster in `ctx.cluster`. Fails when two addons render the same object.
+pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<RenderedChart>, RenderError> {
+    let mut charts = Vec::new();
+    let (mut all, mut sources) = (Vec::new(), Vec::new());
+    for name in addon_names(bundle_dir)? {
+        let chart = render_addon(&bundle_dir.join(&name), ctx)?;
+        for object in &chart.objects {
+            all.push(object.clone());
+            sources.push(format!("addon {name}"));
+        }
+        charts.push(chart);
+    }
+    objects::check_duplicates(&all, &sources)?;
+    Ok(charts)
+}
+
+/// Renders any chart directory: the addon form (with `overwrite.yaml`) when
+/// `ctx.cluster` is set, the cluster-class form otherwise.
+pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
+    let chart_file = chart_dir.join(CHART_FILE);
+    let chart_text = read_text(&chart_file)?;
+    let chart: ChartFile = serde_saphyr::from_str(&chart_text)
+        .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+    let chart_name = chart.name.filter(|n| !n.is_empty()).ok_or_else(|| RenderError::Bundle {
+        file: chart_file.display().to_string(),
+        message: "field name is required".into(),
+    })?;
+
+    let values_file = chart_dir.join(VALUES_FILE);
+    let mut values = if values_file.exists() {
+        parse_values(&values_file.display().to_string(), &read_text(&values_file)?)?
+    } else {
+        serde_json::Value::Object(Default::default())
+    };
+
+    let bundle = engine::Bundle::load(chart_dir, &ctx.limits)?;
+    let mut context = serde_json::json!({
+        "release": {"name": ctx.release_name, "namespace": ctx.namespace},
+        "chart": {"name": chart_name, "version": ctx.chart_version},
+        "values": values,
+    });
+    if let Some(cluster) = &ctx.cluster {
+        context["cluster"] = cluster.cluster.clone();
+        context["control_plane"] = cluster.control_plane.clone();
+        context["infra_cluster"] = cluster.infra_cluster.clone();
+        let overwrite_file = chart_dir.join(OVERWRITE_FILE);
+        if overwrite_file.exists() {
+            let label = overwrite_file.display().to_string();
+            let source = read_text(&overwrite_file)?;
+            let rendered = bundle.render_source(&label, &source, &context)?;
+            let overwrite = parse_values(&label, &rendered)?;
+            merge_values(&mut values, overwrite);
+            context["values"] = values;
+        }
+    }
+
+    let names = bundle.rendered_templates();
+    let rendered = parallel_map(&names, |name| {
+        let label = bundle.label(name);
+        let output = bundle.render(name, &context)?;
+        Ok((label.clone(), objects::parse_objects(&label, &output)?))
+    });
+    let (mut objects, mut sources) = (Vec::new(), Vec::new());
+    // In template order, so the first error reported does not depend on thread timing.
+    for result in rendered {
+        let (label, parsed) = result?;
+        for object in parsed {
+            objects.push(object);
+            sources.push(label.clone());
+        }
+    }
+    objects::check_duplicates(&objects, &sources)?;
+    sort_for_apply(&mut objects);
+    Ok(RenderedChart { name: chart_name, objects })
+}
+
+/// Maps `f` over `items` on up to as many threads as there are CPUs, keeping
+/// the order of `items` in the result. Rendering and YAML parsing are
+/// CPU-bound and templates are independent, so big bundles scale with cores.
+fn parallel_map<T, R, F>(items: &[T], f: F) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(&T) -> R + Sync,
+{
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(done) => done,
+                // A panic in a template filter is a bug; re-raise it where the caller can see it.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+fn read_text(path: &Path) -> Result<String, RenderError> {
+    std::fs::read_to_string(path).map_err(|e| RenderError::io("cannot read", path, e))
+}
+
+/// Parses a values file; an empty file is an empty map.
+fn parse_values(file: &str, text: &str) -> Result<serde_json::Value, RenderError> {
+    let bad = |message: String| RenderError::Bundle { file: file.to_string(), message };
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| bad(e.to_string()))?;
+    match docs.len() {
+        0 => Ok(serde_json::Value::Object(Default::default())),
+        1 => match docs.into_iter().next() {
+            Some(serde_json::Value::Null) | None => Ok(serde_json::Value::Object(Default::default())),
+            Some(v @ serde_json::Value::Object(_)) => Ok(v),
+            Some(_) => Err(bad("values must be a mapping".into())),
+        },
+        n => Err(bad(format!("values must be one YAML document, found {n}"))),
+    }
+}
+
+/// Deep-merges `overlay` into `base` the way Helm merges values: maps merge
+/// key by key, anything else (lists included) is replaced.
+pub fn merge_values(base: &mut serde_json::Value, overlay: serde_json::Value) {
+    match (base, overlay) {
+        (serde_json::Value::Object(base), serde_json::Value::Object(overlay)) => {
+            for (key, value) in overlay {
+                match base.get_mut(&key) {
+                    Some(existing) => merge_values(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, overlay) => *base = overlay,
+    }
+}
+
+#[cfg(test)]
+mod tests;

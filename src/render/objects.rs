@@ -1,0 +1,309 @@
+//! Rendered output to objects: multi-document YAML parsing, validation,
+//! duplicate detection and the apply order.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+
+use kube::api::DynamicObject;
+
+use super::RenderError;
+
+/// What makes an object unique in a cluster: group, kind, namespace and name.
+/// The version is left out on purpose: two versions of one kind are the same object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub group: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of a rendered object (an object without `apiVersion`/`kind` gets empty parts).
+    pub fn of(object: &DynamicObject) -> Self {
+        let (api_version, kind) =
+            object.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())).unwrap_or(("", ""));
+        Self {
+            group: group_of(api_version).to_string(),
+            kind: kind.to_string(),
+            namespace: object.metadata.namespace.clone(),
+            name: object.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        match &self.namespace {
+            Some(ns) => write!(f, "{group}/{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{group}/{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// `apps/v1` → `apps`, `v1` → `` (the core group).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+/// Parses one template's output into objects, checking each has
+/// `apiVersion`, `kind` and `metadata.name`. `file` names the template in errors.
+pub(crate) fn parse_objects(file: &str, output: &str) -> Result<Vec<DynamicObject>, RenderError> {
+    let mut docs: Vec<serde_json::Value> = Vec::new();
+    for (first_line, chunk) in split_documents(output) {
+        let parsed: Vec<serde_json::Value> = serde_saphyr::from_multiple(chunk).map_err(|e| RenderError::NotYaml {
+            file: file.to_string(),
+            message: format!("in the document starting at line {first_line}: {e}"),
+        })?;
+        docs.extend(parsed);
+    }
+    let mut objects = Vec::with_capacity(docs.len());
+    for (index, doc) in docs.into_iter().enumerate() {
+        // `from_multiple` skips empty documents, but a document of only `~` is null.
+        if doc.is_null() {
+            continue;
+        }
+        let invalid = |message: &str| RenderError::InvalidObject {
+            file: file.to_string(),
+            index: index + 1,
+            message: message.to_string(),
+        };
+        let map = doc.as_object().ok_or_else(|| invalid("is not a mapping"))?;
+        for field in ["apiVersion", "kind"] {
+            match map.get(field) {
+                Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+                _ => return Err(invalid(&format!("has no {field}"))),
+            }
+        }
+        match map.get("metadata").and_then(|m| m.get("name")) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+            _ => return Err(invalid("has no metadata.name")),
+        }
+        let object = into_dynamic_object(doc).map_err(|e| invalid(&e))?;
+        objects.push(object);
+    }
+    Ok(objects)
+}
+
+/// Splits a YAML stream before every `---` line at column 0. Such a line
+/// always starts a document (YAML forbids it inside scalars), so this is
+/// exact; parsing documents one by one is markedly faster than the whole
+/// stream at once. Yields the 1-based first line of each chunk.
+fn split_documents(output: &str) -> Vec<(usize, &str)> {
+    let is_marker = |line: &str| {
+        line.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+    };
+    let mut chunks = Vec::new();
+    let (mut start, mut start_line, mut offset) = (0, 1, 0);
+    for (i, line) in output.split_inclusive('\n').enumerate() {
+        if offset > start && is_marker(line.trim_end_matches('\n')) {
+            chunks.push((start_line, &output[start..offset]));
+            (start, start_line) = (offset, i + 1);
+        }
+        offset += line.len();
+    }
+    if start < output.len() {
+        chunks.push((start_line, &output[start..]));
+    }
+    chunks
+}
+
+/// Builds the object by hand: serde's derived `DynamicObject` deserialiser
+/// buffers the whole document for its flattened fields, which doubled the
+/// parsing time.
+fn into_dynamic_object(doc: serde_json::Value) -> Result<DynamicObject, String> {
+    let serde_json::Value::Object(mut map) = doc else { return Err("is not a mapping".into()) };
+    let mut take_string = |field: &str| match map.remove(field) {
+        Some(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    };
+    let api_version = take_string("apiVersion");
+    let kind = take_string("kind");
+    let metadata = match map.remove("metadata") {
+        Some(metadata) => serde_json::from_value(metadata).map_err(|e| format!("metadata: {e}"))?,
+        None => Default::default(),
+    };
+    Ok(DynamicObject {
+        types: Some(kube::api::TypeMeta { api_version, kind }),
+        metadata,
+        data: serde_json::Value::Object(map),
+    })
+}
+
+/// Fails when two objects share group, kind, namespace and name; `sources`
+/// names the template each object came from (same length as `objects`).
+pub(crate) fn check_duplicates(objects: &[DynamicObject], sources: &[String]) -> Result<(), RenderError> {
+    let mut seen: HashMap<ObjectKey, usize> = HashMap::with_capacity(objects.len());
+    for (i, object) in objects.iter().enumerate() {
+        let key = ObjectKey::of(object);
+        if let Some(&first) = seen.get(&key) {
+            return Err(RenderError::Duplicate {
+                key: key.to_string(),
+                first: sources[first].clone(),
+                second: sources[i].clone(),
+            });
+        }
+        seen.insert(key, i);
+    }
+    Ok(())
+}
+
+/// The apply stage of an object: lower stages are applied first and deleted last.
+///
+/// 0 CustomResourceDefinitions, 1 Namespaces, 2 cluster-wide RBAC
+/// (ClusterRole, ClusterRoleBinding), 3 kinds ending in `Class`, 4 the rest.
+pub fn apply_stage(object: &DynamicObject) -> u8 {
+    let (api_version, kind) =
+        object.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())).unwrap_or(("", ""));
+    // The same classes as the apply engine's (`crate::apply`): a `Namespace`
+    // of another group is an ordinary object.
+    match (group_of(api_version), kind) {
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => 0,
+        ("", "Namespace") => 1,
+        (_, "ClusterRole" | "ClusterRoleBinding") => 2,
+        (_, k) if k.ends_with("Class") => 3,
+        _ => 4,
+    }
+}
+
+/// Compares two objects in apply order: by stage, then kind, name and namespace.
+pub fn apply_cmp(a: &DynamicObject, b: &DynamicObject) -> Ordering {
+    let (ka, kb) = (ObjectKey::of(a), ObjectKey::of(b));
+    apply_stage(a)
+        .cmp(&apply_stage(b))
+        .then_with(|| ka.kind.cmp(&kb.kind))
+        .then_with(|| ka.name.cmp(&kb.name))
+        .then_with(|| ka.namespace.cmp(&kb.namespace))
+        .then_with(|| ka.group.cmp(&kb.group))
+}
+
+/// Sorts objects into the deterministic apply order (delete in reverse).
+///
+/// Stable, so objects that compare equal keep their rendered order.
+pub fn sort_for_apply(objects: &mut [DynamicObject]) {
+    // The key is computed once per object, not once per comparison.
+    objects.sort_by_cached_key(|o| {
+        let key = ObjectKey::of(o);
+        (apply_stage(o), key.kind, key.name, key.namespace, key.group)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> DynamicObject {
+        let mut v = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
+        if let Some(ns) = ns {
+            v["metadata"]["namespace"] = ns.into();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn names(objects: &[DynamicObject]) -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| format!("{}/{}", o.types.as_ref().unwrap().kind, o.metadata.name.as_deref().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn apply_order_puts_crds_namespaces_rbac_classes_first() {
+        let mut objects = vec![
+            obj("apps/v1", "Deployment", Some("kube-system"), "b"),
+            obj("cluster.x-k8s.io/v1beta1", "ClusterClass", Some("default"), "cc"),
+            obj("v1", "ConfigMap", Some("kube-system"), "a"),
+            obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None, "z"),
+            obj("v1", "Namespace", None, "ns"),
+            obj("rbac.authorization.k8s.io/v1", "ClusterRole", None, "y"),
+            obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "foos.example.com"),
+            obj("storage.k8s.io/v1", "StorageClass", None, "fast"),
+            obj("apps/v1", "Deployment", Some("kube-system"), "a"),
+            obj("rbac.authorization.k8s.io/v1", "Role", Some("kube-system"), "r"),
+            obj("example.com/v1", "Namespace", None, "not-a-namespace"),
+        ];
+        sort_for_apply(&mut objects);
+        assert_eq!(
+            names(&objects),
+            [
+                "CustomResourceDefinition/foos.example.com",
+                "Namespace/ns",
+                "ClusterRole/y",
+                "ClusterRoleBinding/z",
+                "ClusterClass/cc",
+                "StorageClass/fast",
+                "ConfigMap/a",
+                "Deployment/a",
+                "Deployment/b",
+                "Namespace/not-a-namespace",
+                "Role/r",
+            ]
+        );
+    }
+
+    #[test]
+    fn apply_order_is_independent_of_input_order() {
+        let a = vec![
+            obj("v1", "Service", Some("x"), "s"),
+            obj("v1", "Namespace", None, "x"),
+            obj("v1", "Service", Some("a"), "s"),
+        ];
+        let mut b = a.clone();
+        b.reverse();
+        let (mut a, mut b) = (a, b);
+        sort_for_apply(&mut a);
+        sort_for_apply(&mut b);
+        let key = |v: &[DynamicObject]| v.iter().map(ObjectKey::of).collect::<Vec<_>>();
+        assert_eq!(key(&a), key(&b));
+        assert_eq!(ObjectKey::of(&a[1]).namespace.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn objects_need_api_version_kind_and_name() {
+        let err = parse_objects("t.yaml", "apiVersion: v1\nmetadata: {name: x}\n").unwrap_err();
+        assert!(err.to_string().contains("t.yaml") && err.to_string().contains("kind"), "{err}");
+        let err = parse_objects("t.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n").unwrap_err();
+        assert!(err.to_string().contains("metadata.name"), "{err}");
+        let err = parse_objects("t.yaml", "kind: ConfigMap\nmetadata: {name: x}\n").unwrap_err();
+        assert!(err.to_string().contains("apiVersion"), "{err}");
+        let err = parse_objects("t.yaml", "- a\n- b\n").unwrap_err();
+        assert!(err.to_string().contains("not a mapping"), "{err}");
+    }
+
+    #[test]
+    fn documents_split_at_markers_only() {
+        let out = "a: 1\n---\nb: |\n  ---\n  x\n--- # c\nc: 3\n----\n";
+        let chunks = split_documents(out);
+        assert_eq!(chunks, [(1, "a: 1\n"), (2, "---\nb: |\n  ---\n  x\n"), (6, "--- # c\nc: 3\n----\n")]);
+        assert_eq!(chunks.iter().map(|c| c.1).collect::<String>(), out);
+        let err = parse_objects("t.yaml", "---\napiVersion: v1\n---\nkind: [x\n").unwrap_err().to_string();
+        assert!(err.contains("starting at line 3"), "{err}");
+    }
+
+    #[test]
+    fn empty_documents_are_skipped() {
+        let out = "---\n# only a comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n";
+        let objects = parse_objects("t.yaml", out).unwrap();
+        assert_eq!(objects.len(), 1);
+        assert_eq!(objects[0].metadata.name.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn same_name_in_different_kinds_or_groups_is_no_duplicate() {
+        let objects = vec![
+            obj("v1", "ConfigMap", Some("a"), "x"),
+            obj("v1", "Secret", Some("a"), "x"),
+            obj("v1", "ConfigMap", Some("b"), "x"),
+            obj("example.com/v1", "ConfigMap", Some("a"), "x"),
+        ];
+        let sources = vec!["t".to_string(); 4];
+        check_duplicates(&objects, &sources).unwrap();
+        let objects =
+            vec![obj("apps/v1", "Deployment", Some("a"), "x"), obj("apps/v1beta1", "Deployment", Some("a"), "x")];
+        let sources = vec!["one.yaml".to_string(), "two.yaml".to_string()];
+        let err = check_duplicates(&objects, &sources).unwrap_err().to_string();
+        assert!(err.contains("one.yaml") && err.contains("two.yaml") && err.contains("apps/Deployment a/x"), "{err}");
+    }
+}

@@ -1,0 +1,235 @@
+//! Error paths and filters, on small bundles written to a temp dir.
+
+use std::path::Path;
+
+use super::*;
+use crate::release::ReleaseId;
+
+/// Writes a chart with `Chart.yaml`, `values.yaml` and the given templates.
+fn chart(dir: &Path, values: &str, templates: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(dir.join("Chart.yaml"), "name: test\nversion: v1\n").unwrap();
+    std::fs::write(dir.join("values.yaml"), values).unwrap();
+    for (name, text) in templates {
+        let path = dir.join("templates").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+fn ctx() -> RenderContext {
+    RenderContext::new(&ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap(), "ns1")
+}
+
+fn render_one(values: &str, template: &str) -> Result<Vec<DynamicObject>, RenderError> {
+    let dir = tempfile::tempdir().unwrap();
+    chart(dir.path(), values, &[("t.yaml", template)]);
+    render_cluster_class(dir.path(), &ctx())
+}
+
+const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n";
+
+fn data(objects: &[DynamicObject]) -> &serde_json::Value {
+    &objects[0].data["data"]
+}
+
+#[test]
+fn context_has_release_chart_and_values() {
+    let objects = render_one(
+        "x: 1\n",
+        &format!(
+            "{CM}  namespace: {{{{ release.namespace }}}}\ndata:\n  a: {{{{ release.name }}}}-{{{{ chart.version }}}}\n  b: {{{{ chart.name }}}}\n  c: \"{{{{ values.x }}}}\"\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(objects[0].metadata.namespace.as_deref(), Some("ns1"));
+    assert_eq!(data(&objects), &serde_json::json!({"a": "docker-ferrol-1-27-v3", "b": "test", "c": "1"}));
+}
+
+#[test]
+fn undefined_variable_names_file_line_and_name() {
+    let err = render_one("x: 1\n", &format!("{CM}data:\n  a: {{{{ values.nope }}}}\n")).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, RenderError::Template { line: 6, .. }), "{msg}");
+    assert!(msg.contains("templates/t.yaml:6:"), "{msg}");
+    assert!(msg.contains("values.nope"), "{msg}");
+}
+
+#[test]
+fn undefined_variable_in_an_imported_macro_names_the_macro_file() {
+    let dir = tempfile::tempdir().unwrap();
+    chart(
+        dir.path(),
+        "",
+        &[
+            ("_m.j2", "{% macro name() %}\n{{ release.nope }}{% endmacro %}\n"),
+            ("t.yaml", &format!("{{% import '_m.j2' as m %}}\n{CM}data:\n  a: {{{{ m.name() }}}}\n")),
+        ],
+    );
+    let msg = render_cluster_class(dir.path(), &ctx()).unwrap_err().to_string();
+    assert!(msg.contains("_m.j2:2:") && msg.contains("release.nope"), "{msg}");
+}
+
+#[test]
+fn endless_loop_is_stopped_by_fuel() {
+    let dir = tempfile::tempdir().unwrap();
+    chart(
+        dir.path(),
+        "",
+        &[("t.yaml", "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}")],
+    );
+    let limits = RenderLimits { fuel: 100_000, ..RenderLimits::default() };
+    let err = render_cluster_class(dir.path(), &ctx().with_limits(limits)).unwrap_err();
+    assert!(matches!(err, RenderError::OutOfFuel { fuel: 100_000, .. }), "{err}");
+    assert!(err.to_string().contains("t.yaml"), "{err}");
+}
+
+#[test]
+fn recursion_is_stopped_too() {
+    let err = render_one("", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").unwrap_err();
+    assert!(err.to_string().contains("t.yaml"), "{err}");
+}
+
+#[test]
+fn oversized_output_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    chart(dir.path(), "", &[("t.yaml", "{% for i in range(100000) %}# {{ i }} padding padding padding\n{% endfor %}")]);
+    let limits = RenderLimits { max_output_bytes: 10_000, ..RenderLimits::default() };
+    let err = render_cluster_class(dir.path(), &ctx().with_limits(limits)).unwrap_err();
+    assert!(matches!(err, RenderError::OutputTooLarge { limit: 10_000, .. }), "{err}");
+    // The same template passes with the default limit (about 3.7 MB of output).
+    render_cluster_class(dir.path(), &ctx()).unwrap();
+}
+
+#[test]
+fn non_yaml_output_is_an_error_naming_the_template() {
+    let err = render_one("", "apiVersion: v1\nkind: [unclosed\n").unwrap_err();
+    assert!(matches!(err, RenderError::NotYaml { .. }), "{err}");
+    assert!(err.to_string().contains("t.yaml"), "{err}");
+}
+
+#[test]
+fn missing_kind_is_an_error_naming_the_template() {
+    let err = render_one("", &format!("{CM}---\napiVersion: v1\nmetadata:\n  name: x\n")).unwrap_err();
+    assert!(matches!(err, RenderError::InvalidObject { index: 2, .. }), "{err}");
+    assert!(err.to_string().contains("t.yaml") && err.to_string().contains("kind"), "{err}");
+}
+
+#[test]
+fn duplicate_objects_across_templates_are_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    chart(dir.path(), "", &[("a.yaml", CM), ("b.yaml", CM)]);
+    let msg = render_cluster_class(dir.path(), &ctx()).unwrap_err().to_string();
+    assert!(msg.contains("a.yaml") && msg.contains("b.yaml") && msg.contains("ConfigMap"), "{msg}");
+}
+
+#[test]
+fn includes_cannot_leave_the_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("chart");
+    std::fs::write(dir.path().join("secret.j2"), "stolen").unwrap();
+    chart(&chart_dir, "", &[("t.yaml", "{% include '../../secret.j2' %}")]);
+    let msg = render_cluster_class(&chart_dir, &ctx()).unwrap_err().to_string();
+    assert!(msg.contains("outside the bundle"), "{msg}");
+    assert!(!msg.contains("stolen"));
+
+    chart(&chart_dir, "", &[("t.yaml", &format!("{{% include '{}' %}}", dir.path().join("secret.j2").display()))]);
+    let msg = render_cluster_class(&chart_dir, &ctx()).unwrap_err().to_string();
+    assert!(msg.contains("outside the bundle"), "{msg}");
+
+    // A file of the bundle itself (also in a subdirectory) can be included.
+    chart(&chart_dir, "", &[("t.yaml", "{% include 'sub/_cm.j2' %}"), ("sub/_cm.j2", CM)]);
+    assert_eq!(render_cluster_class(&chart_dir, &ctx()).unwrap().len(), 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_out_of_the_bundle_are_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("chart");
+    std::fs::write(dir.path().join("secret.j2"), "stolen").unwrap();
+    chart(&chart_dir, "", &[("t.yaml", "{% include '_link.j2' %}")]);
+    std::os::unix::fs::symlink(dir.path().join("secret.j2"), chart_dir.join("templates/_link.j2")).unwrap();
+    let msg = render_cluster_class(&chart_dir, &ctx()).unwrap_err().to_string();
+    assert!(msg.contains("symlink") && !msg.contains("stolen"), "{msg}");
+
+    // A symlink that stays inside is fine.
+    std::fs::write(chart_dir.join("templates/_cm.j2"), CM).unwrap();
+    std::fs::remove_file(chart_dir.join("templates/_link.j2")).unwrap();
+    std::os::unix::fs::symlink(chart_dir.join("templates/_cm.j2"), chart_dir.join("templates/_link.j2")).unwrap();
+    assert_eq!(render_cluster_class(&chart_dir, &ctx()).unwrap().len(), 1);
+}
+
+#[test]
+fn helm_filters() {
+    let values = "m: {a: 1, b: [x, z]}\ns: \"he said \\\"hi\\\"\"\nempty: \"\"\n";
+    let template = format!(
+        "{CM}data:\n  yaml: {{{{ values.m | to_yaml | quote }}}}\n  json: {{{{ values.m | to_json | quote }}}}\n  \
+         q: {{{{ values.s | quote }}}}\n  b64: {{{{ 'hello' | b64encode }}}}\n  unb64: {{{{ 'aGVsbG8=' | b64decode }}}}\n  \
+         dflt: {{{{ values.missing | default('fallback') }}}}\n  trim: {{{{ '  x  ' | trim | upper }}}}{{{{ 'Y' | lower }}}}\n  \
+         ind: {{{{ 'a: 1\\nb: 2' | indent(2) | quote }}}}\n  nested: {{{{ values.m | to_yaml | nindent(4) }}}}\n"
+    );
+    let objects = render_one(values, &template).unwrap();
+    let d = data(&objects);
+    assert_eq!(d["yaml"], "a: 1\nb:\n- x\n- z");
+    assert_eq!(d["json"], r#"{"a":1,"b":["x","z"]}"#);
+    assert_eq!(d["q"], "he said \"hi\"");
+    assert_eq!(d["b64"], "aGVsbG8=");
+    assert_eq!(d["unb64"], "hello");
+    assert_eq!(d["dflt"], "fallback");
+    assert_eq!(d["trim"], "Xy");
+    assert_eq!(d["ind"], "  a: 1\n  b: 2");
+    assert_eq!(d["nested"], serde_json::json!({"a": 1, "b": ["x", "z"]}));
+}
+
+#[test]
+fn required_fails_with_its_message() {
+    for expr in ["values.missing", "values.empty", "values.nothing"] {
+        let err = render_one(
+            "empty: \"\"\nnothing: ~\n",
+            &format!("{CM}data:\n  a: {{{{ {expr} | required('set values.x to the pod CIDR') }}}}\n"),
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("set values.x to the pod CIDR") && msg.contains("t.yaml:6"), "{expr}: {msg}");
+    }
+    let objects = render_one("x: 5\n", &format!("{CM}data:\n  a: \"{{{{ values.x | required('m') }}}}\"\n")).unwrap();
+    assert_eq!(data(&objects)["a"], "5");
+}
+
+#[test]
+fn addons_need_a_cluster_and_merge_the_rendered_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let addon = dir.path().join("ms");
+    chart(
+        &addon,
+        "a: {keep: 1, set: old}\nlist: [1, 2]\n",
+        &[("t.yaml", &format!("{CM}data:\n  v: {{{{ values | to_json | quote }}}}\n"))],
+    );
+    std::fs::write(addon.join("overwrite.yaml"), "a:\n  set: {{ cluster.metadata.name }}\nlist: [3]\n").unwrap();
+    let err = render_addons(dir.path(), &ctx()).unwrap_err();
+    assert!(matches!(err, RenderError::NoCluster(_)), "{err}");
+
+    let cluster = ClusterObjects { cluster: serde_json::json!({"metadata": {"name": "c1"}}), ..Default::default() };
+    let charts = render_addons(dir.path(), &ctx().with_cluster(cluster)).unwrap();
+    assert_eq!(charts.len(), 1);
+    let v: serde_json::Value = serde_json::from_str(charts[0].objects[0].data["data"]["v"].as_str().unwrap()).unwrap();
+    assert_eq!(v, serde_json::json!({"a": {"keep": 1, "set": "c1"}, "list": [3]}));
+}
+
+#[test]
+fn the_same_object_in_two_addons_is_a_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    chart(&dir.path().join("one"), "", &[("t.yaml", CM)]);
+    chart(&dir.path().join("two"), "", &[("t.yaml", CM)]);
+    let cluster = ClusterObjects::default();
+    let msg = render_addons(dir.path(), &ctx().with_cluster(cluster)).unwrap_err().to_string();
+    assert!(msg.contains("addon one") && msg.contains("addon two"), "{msg}");
+}
+
+#[test]
+fn macros_and_non_yaml_files_are_not_rendered_on_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    chart(dir.path(), "", &[("_m.j2", "not: [yaml"), ("_x.yaml", "not: [yaml"), ("notes.txt", "x"), ("t.yaml", CM)]);
+    assert_eq!(render_cluster_class(dir.path(), &ctx()).unwrap().len(), 1);
+}
