@@ -172,7 +172,9 @@ async fn auto_subscribe_creates_and_applies_the_latest_release() {
     assert_eq!(r["status"]["kubernetesVersion"], "v1.27.11", "{r:#}");
     assert_eq!(r["status"]["phase"], "done");
     assert_eq!(condition(&r, "Ready").unwrap()["status"], "True");
-    assert!(r["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "clusterstack.x-k8s.io/release-cleanup"));
+    assert!(
+        r["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "clusterstack.x-k8s.io/release-cleanup")
+    );
     let owner = &r["metadata"]["ownerReferences"][0];
     assert_eq!((owner["kind"].as_str(), owner["controller"].as_bool()), (Some("ClusterStack"), Some(true)));
     assert!(r["status"]["resources"].as_array().unwrap().len() >= 6, "{r:#}");
@@ -192,7 +194,7 @@ async fn auto_subscribe_creates_and_applies_the_latest_release() {
             .is_some_and(|c| c["status"] == "True" && c["reason"] == "AllReleasesReady")
     })
     .await;
-    assert!(op.readiness.get(), "ready once caches are synced");
+    wait_for("readiness", || op.readiness.get()).await;
     let text = op.metrics.encode().unwrap();
     assert!(text.contains("clusterstack_reconciles_total{controller=\"clusterstackrelease\"}"), "{text}");
     op.stop().await;
@@ -242,9 +244,9 @@ async fn a_release_in_use_waits_for_its_cluster_when_deleted_by_hand() {
     let api: Api<ClusterStackRelease> = Api::namespaced(server.client(), NS);
     api.delete("docker-ferrol-1-27-v3", &DeleteParams::default()).await.unwrap();
     wait_for("InUse condition", || {
-        release(&server, "docker-ferrol-1-27-v3")
-            .and_then(|r| condition(&r, "Ready"))
-            .is_some_and(|c| c["reason"] == "InUse" && c["message"].as_str().unwrap_or_default().contains("workloads/dev"))
+        release(&server, "docker-ferrol-1-27-v3").and_then(|r| condition(&r, "Ready")).is_some_and(|c| {
+            c["reason"] == "InUse" && c["message"].as_str().unwrap_or_default().contains("workloads/dev")
+        })
     })
     .await;
     assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").is_some());

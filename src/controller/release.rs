@@ -97,7 +97,11 @@ async fn write_status(
     Ok(status)
 }
 
-async fn reconcile_inner(release: &ClusterStackRelease, ctx: &Arc<Context>, key: &str) -> Result<Action, ReconcileError> {
+async fn reconcile_inner(
+    release: &ClusterStackRelease,
+    ctx: &Arc<Context>,
+    key: &str,
+) -> Result<Action, ReconcileError> {
     let ns = release.namespace().unwrap_or_default();
     let tag = release.name_any();
     let api: Api<ClusterStackRelease> = Api::namespaced(ctx.client.clone(), &ns);
@@ -198,7 +202,8 @@ async fn reconcile_inner(release: &ClusterStackRelease, ctx: &Arc<Context>, key:
     let not_synced = report.inventory.len() as u64 - synced;
     ctx.metrics.applied_objects(&ns, &tag, synced, not_synced);
     let all_synced = report.all_synced();
-    let status = write_status(&api, release, &observe(ReleaseStep::Applied { resources: report.inventory }, k8s)).await?;
+    let status =
+        write_status(&api, release, &observe(ReleaseStep::Applied { resources: report.inventory }, k8s)).await?;
 
     if all_synced && status.ready {
         ctx.set_memo(key, Some(ReleaseMemo { generation, applied_at: now }));
@@ -215,7 +220,8 @@ async fn release_source(release: &ClusterStackRelease, ctx: &Context) -> Result<
     let owner = release.owner_references().iter().find(|o| o.kind == "ClusterStack" && o.controller == Some(true));
     let spec = match owner {
         Some(o) => {
-            let stacks: Api<ClusterStack> = Api::namespaced(ctx.client.clone(), &release.namespace().unwrap_or_default());
+            let stacks: Api<ClusterStack> =
+                Api::namespaced(ctx.client.clone(), &release.namespace().unwrap_or_default());
             match stacks.get_opt(&o.name).await? {
                 Some(stack) => source_spec(&stack, ctx)?,
                 None => ctx.settings.default_source.clone(),
@@ -227,7 +233,7 @@ async fn release_source(release: &ClusterStackRelease, ctx: &Context) -> Result<
 }
 
 enum Fetch {
-    Ready(FetchedRelease),
+    Ready(Box<FetchedRelease>),
     Running(String),
     Failed(String),
 }
@@ -249,7 +255,7 @@ async fn fetch(
         match ctx.cache.fetch(source, &listed, FetchPolicy::default()).await {
             Ok(f) => {
                 ctx.clear_download(key);
-                return Ok(Fetch::Ready(f));
+                return Ok(Fetch::Ready(Box::new(f)));
             }
             // A damaged entry is discarded by the cache; download it again below.
             Err(e) => tracing::warn!(release = %key, error = %e, "cached release unusable; downloading again"),
@@ -331,7 +337,8 @@ async fn delete(
         return Ok(Action::requeue(ctx.release_backoff.failure(key)));
     }
     let finalizers: Vec<&String> = release.finalizers().iter().filter(|f| *f != RELEASE_FINALIZER).collect();
-    let body = serde_json::json!({ "metadata": { "finalizers": finalizers, "resourceVersion": release.resource_version() } });
+    let body =
+        serde_json::json!({ "metadata": { "finalizers": finalizers, "resourceVersion": release.resource_version() } });
     match api.patch(&tag, &PatchParams::default(), &Patch::Merge(&body)).await {
         Ok(_) => {}
         // Gone already (deleted together with its stack): the work is done.

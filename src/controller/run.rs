@@ -137,10 +137,19 @@ pub async fn run_with(
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     let readiness = handles.readiness.clone();
     tokio::spawn(async move {
-        if stack_store.wait_until_ready().await.is_ok() && release_store.wait_until_ready().await.is_ok() {
-            tracing::info!("caches synced: ready");
-            readiness.set(true);
+        // `wait_until_ready` wakes only the last task that polled it (the controller polls it
+        // too), so poll again now and then instead of waiting once.
+        for store_ready in [
+            Box::pin(async { ready_soon(|| stack_store.wait_until_ready()).await })
+                as futures::future::BoxFuture<'_, bool>,
+            Box::pin(async { ready_soon(|| release_store.wait_until_ready()).await }),
+        ] {
+            if !store_ready.await {
+                return;
+            }
         }
+        tracing::info!("caches synced: ready");
+        readiness.set(true);
     });
     let cache_ctx = ctx.clone();
     let cache_stop = shutdown.clone();
@@ -163,11 +172,12 @@ pub async fn run_with(
             tracing::debug!(error = %e, "ClusterStack controller");
         }
     });
-    let releases_done = release_ctrl.run(release::reconcile, release::error_policy, ctx.clone()).for_each(|r| async move {
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "ClusterStackRelease controller");
-        }
-    });
+    let releases_done =
+        release_ctrl.run(release::reconcile, release::error_policy, ctx.clone()).for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "ClusterStackRelease controller");
+            }
+        });
     futures::join!(stacks_done, releases_done);
     handles.readiness.set(false);
     shutdown.cancel();
@@ -176,6 +186,20 @@ pub async fn run_with(
     }
     tracing::info!("operator stopped");
     Ok(())
+}
+
+/// Polls `wait` (a store's `wait_until_ready`) until it resolves; false when its writer is gone.
+async fn ready_soon<F, Fut, E>(wait: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), wait()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
 }
 
 async fn serve(

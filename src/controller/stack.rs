@@ -29,7 +29,11 @@ pub const CONTROLLER: &str = "clusterstack";
 
 /// The key of an object in the context's maps.
 pub fn key_of<K: Resource>(obj: &K) -> String {
-    format!("{}/{}", obj.meta().namespace.as_deref().unwrap_or_default(), obj.meta().name.as_deref().unwrap_or_default())
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
 }
 
 /// Reads the class usages of every CAPI Cluster in every namespace, from the newest served
@@ -153,8 +157,14 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Context, key: &str) -> Resu
             let tag = id.tag();
             let created = releases_api.patch(&tag, &pp, &Patch::Apply(&release)).await?;
             tracing::info!(stack = %key, release = %tag, "created ClusterStackRelease");
-            ctx.event(&stack.object_ref(&()), false, "ReleaseCreated", "Create", format!("created ClusterStackRelease {tag}"))
-                .await;
+            ctx.event(
+                &stack.object_ref(&()),
+                false,
+                "ReleaseCreated",
+                "Create",
+                format!("created ClusterStackRelease {tag}"),
+            )
+            .await;
             releases.push(created);
         }
         if plan.source_listed {
