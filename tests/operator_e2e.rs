@@ -1,6 +1,7 @@
 //! The whole operator, in-process, against the API server double and the repository's built
 //! `releases/` (served as a `dir:` source, or through the fake GitHub where GitHub is the point).
 
+mod fake_github;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,8 @@ use clusterstack::controller::metrics::Metrics;
 use clusterstack::controller::run::{Handles, RunOptions, run_with};
 use clusterstack::controller::serve::Readiness;
 use clusterstack::source::SourceSpec;
+use clusterstack::source::github::GitHubConfig;
+use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
@@ -258,14 +261,7 @@ async fn a_new_release_appears_within_one_poll_and_the_source_going_down_deletes
     let server = server().await;
     let cache = tempfile::tempdir().unwrap();
     let repo = tempfile::tempdir().unwrap();
-    let copy = |tag: &str| {
-        let dest = repo.path().join(tag);
-        std::fs::create_dir_all(&dest).unwrap();
-        for f in std::fs::read_dir(releases_dir().join(tag)).unwrap() {
-            let f = f.unwrap();
-            std::fs::copy(f.path(), dest.join(f.file_name())).unwrap();
-        }
-    };
+    let copy = |tag: &str| copy_release(repo.path(), tag);
     copy("docker-ferrol-1-27-v1");
     copy("docker-ferrol-1-27-v2");
     let op = Operator::start(&server, settings(SourceSpec::dir(repo.path()), cache.path()));
@@ -399,5 +395,91 @@ async fn a_restart_in_the_middle_of_an_apply_converges_without_duplicates() {
     let n = keys.len();
     keys.dedup();
     assert_eq!(keys.len(), n, "inventory without duplicates: {keys:?}");
+    op.stop().await;
+}
+
+/// Publishes `releases/<tag>/` on the fake GitHub, every file an asset.
+fn publish(fake: &FakeGitHub, tag: &str) {
+    let mut release = FakeRelease::new(tag);
+    let mut files: Vec<_> = std::fs::read_dir(releases_dir().join(tag)).unwrap().map(|f| f.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        let name = f.file_name().unwrap().to_str().unwrap().to_string();
+        release = release.asset(FakeAsset::new(&name, std::fs::read(&f).unwrap()));
+    }
+    fake.add_release("acme", "stacks", release);
+}
+
+#[tokio::test]
+async fn a_release_published_on_github_appears_within_one_poll_and_polls_are_conditional() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let fake = FakeGitHub::start().await;
+    publish(&fake, "docker-ferrol-1-27-v1");
+    publish(&fake, "docker-ferrol-1-27-v2");
+    let mut s = settings(SourceSpec::github("acme", "stacks"), cache.path());
+    s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
+    let op = Operator::start(&server, s);
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("v2 ready", || ready(&server, "docker-ferrol-1-27-v2")).await;
+    // Later polls are conditional and answered 304 (free of rate limit).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let polls = fake.requests_to(Route::Releases);
+    assert!(polls.len() >= 2, "{polls:?}");
+    assert!(polls.iter().skip(1).all(|r| r.if_none_match.is_some()), "{polls:?}");
+
+    publish(&fake, "docker-ferrol-1-27-v3");
+    let published = tokio::time::Instant::now();
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    assert!(published.elapsed() < Duration::from_secs(10), "took {:?}", published.elapsed());
+    // Downloaded once each: the cache serves every later pass.
+    assert_eq!(fake.count(Route::Asset), fake.requests_to(Route::Asset).len());
+    let text = op.metrics.encode().unwrap();
+    assert!(text.contains("clusterstack_github_not_modified_total"), "{text}");
+    assert!(!text.contains("clusterstack_github_not_modified_total 0"), "304s are counted: {text}");
+    op.stop().await;
+}
+
+fn copy_release(repo: &Path, tag: &str) {
+    let dest = repo.join(tag);
+    std::fs::create_dir_all(&dest).unwrap();
+    for f in std::fs::read_dir(releases_dir().join(tag)).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dest.join(f.file_name())).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_suspended_stack_changes_nothing_and_a_reconcile_request_polls_at_once() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    copy_release(repo.path(), "docker-ferrol-1-27-v1");
+    let op = Operator::start(&server, settings(SourceSpec::dir(repo.path()), cache.path()));
+    let mut suspended = stack("ferrol", &[], true);
+    suspended["spec"]["suspend"] = json!(true);
+    suspended["spec"]["pollInterval"] = json!("1h");
+    server.put_object(suspended);
+    wait_for("Suspended", || {
+        server
+            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
+            .and_then(|s| condition(&s, "ReleasesSynced"))
+            .is_some_and(|c| c["reason"] == "Suspended")
+    })
+    .await;
+    assert!(release_names(&server).is_empty());
+
+    server.edit_object(CS, "ClusterStack", Some(NS), "ferrol", |s| s["spec"]["suspend"] = json!(false));
+    wait_for("v1 ready", || ready(&server, "docker-ferrol-1-27-v1")).await;
+
+    // With a 1h poll interval a new release is not seen by itself...
+    copy_release(repo.path(), "docker-ferrol-1-27-v2");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(release(&server, "docker-ferrol-1-27-v2").is_none());
+    // ...but at once when a poll is requested.
+    server.edit_object(CS, "ClusterStack", Some(NS), "ferrol", |s| {
+        s["metadata"]["annotations"] = json!({"clusterstack.x-k8s.io/reconcile-requested-at": "2026-01-01T00:00:00Z"});
+    });
+    wait_for("v2 ready", || ready(&server, "docker-ferrol-1-27-v2")).await;
     op.stop().await;
 }
