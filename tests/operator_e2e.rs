@@ -483,3 +483,70 @@ async fn a_suspended_stack_changes_nothing_and_a_reconcile_request_polls_at_once
     wait_for("v2 ready", || ready(&server, "docker-ferrol-1-27-v2")).await;
     op.stop().await;
 }
+
+/// The same lifecycle against a real cluster (the kubeconfig's current context) with Cluster API
+/// installed: `cargo test --test operator_e2e -- --ignored`.
+#[tokio::test]
+#[ignore = "needs a real cluster with Cluster API (kubeconfig)"]
+async fn real_cluster_lifecycle() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
+    clusterstack::install_crypto_provider();
+    let client = kube::Client::try_default().await.expect("a kubeconfig");
+    let pp = PatchParams::apply("clusterstack-e2e").force();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in clusterstack::api::all_crds() {
+        let name = crd.metadata.name.clone().unwrap();
+        crds.patch(&name, &pp, &Patch::Apply(&crd)).await.unwrap();
+    }
+    let ns_name = "clusterstack-e2e";
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns_name}})).unwrap();
+    namespaces.patch(ns_name, &pp, &Patch::Apply(&ns)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await; // CRDs established
+
+    let cache = tempfile::tempdir().unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn(clusterstack::controller::run::run(
+        client.clone(),
+        settings(SourceSpec::dir(releases_dir()), cache.path()),
+        RunOptions::default(),
+        token.clone(),
+    ));
+    let stacks: Api<ClusterStack> = Api::namespaced(client.clone(), ns_name);
+    let releases: Api<ClusterStackRelease> = Api::namespaced(client.clone(), ns_name);
+    let mut body = stack("ferrol", &[], true);
+    body["metadata"]["namespace"] = json!(ns_name);
+    stacks.patch("ferrol", &pp, &Patch::Apply(&body)).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let r = releases.get_opt("docker-ferrol-1-27-v3").await.unwrap();
+        if r.is_some_and(|r| r.status.is_some_and(|s| s.ready)) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "v3 not ready in time");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let gvk = GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "ClusterClass");
+    let classes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns_name, &ApiResource::from_gvk_with_plural(&gvk, "clusterclasses"));
+    assert!(classes.get_opt("docker-ferrol-1-27-v3").await.unwrap().is_some());
+
+    stacks.delete("ferrol", &DeleteParams::background()).await.unwrap();
+    loop {
+        let left = releases.list(&Default::default()).await.unwrap().items.len();
+        let class = classes.get_opt("docker-ferrol-1-27-v3").await.unwrap();
+        if left == 0 && class.is_none() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "cleanup not done in time");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    token.cancel();
+    run.await.unwrap().unwrap();
+    namespaces.delete(ns_name, &DeleteParams::background()).await.unwrap();
+}

@@ -87,3 +87,44 @@ pub fn status_patch<T: serde::Serialize>(old: Option<&T>, new: &T) -> Result<ser
     }
     Ok(serde_json::json!({ "status": body }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ClusterStackStatus;
+
+    #[test]
+    fn status_patch_clears_fields_the_new_status_omits() {
+        let old = ClusterStackStatus {
+            latest_release: "docker-ferrol-1-27-v3".into(),
+            usable_versions: "v3".into(),
+            ..Default::default()
+        };
+        let new = ClusterStackStatus { usable_versions: "v2, v3".into(), ..Default::default() };
+        let patch = status_patch(Some(&old), &new).unwrap();
+        assert_eq!(patch["status"]["usableVersions"], "v2, v3");
+        // Without the explicit null a merge patch would keep the old latest release.
+        assert!(patch["status"].get("latestRelease").is_some_and(serde_json::Value::is_null), "{patch}");
+        assert!(patch["status"].get("conditions").is_none(), "absent before and after: {patch}");
+    }
+
+    #[test]
+    fn status_patch_without_an_old_status_is_the_new_one() {
+        let new = ClusterStackStatus { observed_generation: Some(2), ..Default::default() };
+        let patch = status_patch(None, &new).unwrap();
+        assert_eq!(patch, serde_json::json!({"status": {"observedGeneration": 2}}));
+    }
+
+    #[test]
+    fn one_field_manager() {
+        assert_eq!(FIELD_MANAGER, crate::apply::FIELD_MANAGER);
+    }
+
+    #[test]
+    fn not_found_is_recognised() {
+        let e = kube::Error::Api(kube::core::Status::failure("gone", "NotFound").with_code(404).boxed());
+        assert!(is_not_found(&e));
+        let e = kube::Error::Api(kube::core::Status::failure("conflict", "Conflict").with_code(409).boxed());
+        assert!(!is_not_found(&e));
+    }
+}
