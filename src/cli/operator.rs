@@ -77,3 +77,48 @@ async fn wait_for_signal() {
 async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: OperatorArgs,
+    }
+
+    #[test]
+    fn flags_become_settings() {
+        let w = Wrapper::try_parse_from([
+            "operator",
+            "--default-source",
+            "dir:/srv/releases",
+            "--poll-interval",
+            "30s",
+            "--resync-interval",
+            "2m",
+            "--concurrency",
+            "2",
+            "--watch-namespace",
+            "stacks",
+            "--cache-dir",
+            "/tmp/cs",
+            "--github-token",
+            "t0ken",
+        ])
+        .unwrap();
+        let s = settings(&w.args).unwrap();
+        assert_eq!(s.default_source, SourceSpec::dir("/srv/releases"));
+        assert_eq!(s.poll_interval, Duration::from_secs(30));
+        assert_eq!(s.resync_interval, Duration::from_secs(120));
+        assert_eq!(s.concurrency, 2);
+        assert_eq!(s.watch_namespace.as_deref(), Some("stacks"));
+        assert_eq!(s.cache_dir, std::path::PathBuf::from("/tmp/cs"));
+        assert_eq!(s.github.token.as_ref().map(Token::expose), Some("t0ken"));
+    }
+}

@@ -300,6 +300,7 @@ async fn fetch(
                 DownloadState::Failed(e.to_string())
             }
         };
+        task_ctx.record_github_stats();
         task_ctx.set_download(&task_key, state);
     });
     Ok(Fetch::Running(progress))

@@ -116,8 +116,10 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Context, key: &str) -> Resu
                 });
                 let spec = source_spec(stack, ctx)?;
                 // A forced poll wants fresh data; a periodic one shares a listing made for another
-                // stack within a quarter interval (one request per repository per poll).
-                let fresh = if forced { Duration::ZERO } else { interval / 4 };
+                // stack within half an interval: stacks whose polls drift apart (jitter, a long cold
+                // start) still send one request per repository per poll, at the price of seeing a
+                // new release up to half an interval later.
+                let fresh = if forced { Duration::ZERO } else { interval / 2 };
                 let listing = match ctx.open(&spec) {
                     Ok(source) => ctx.list(&source, fresh).await.result,
                     // E.g. a directory source that is not there (yet): unavailable, like a source that is down.
