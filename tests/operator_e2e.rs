@@ -198,6 +198,12 @@ async fn auto_subscribe_creates_and_applies_the_latest_release() {
     })
     .await;
     wait_for("readiness", || op.readiness.get()).await;
+    // The creation is recorded as an Event on the stack.
+    let events = server.list_objects("events.k8s.io/v1", "Event");
+    assert!(
+        events.iter().any(|e| e["reason"] == "ReleaseCreated" && e["regarding"]["name"] == "ferrol"),
+        "{events:#?}"
+    );
     let text = op.metrics.encode().unwrap();
     assert!(text.contains("clusterstack_reconciles_total{controller=\"clusterstackrelease\"}"), "{text}");
     op.stop().await;
@@ -549,4 +555,58 @@ async fn real_cluster_lifecycle() {
     token.cancel();
     run.await.unwrap().unwrap();
     namespaces.delete(ns_name, &DeleteParams::background()).await.unwrap();
+}
+
+#[tokio::test]
+async fn drift_is_corrected_at_the_resync_interval() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.resync_interval = Duration::from_secs(1);
+    let op = Operator::start(&server, s);
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    let uid =
+        server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").unwrap()["metadata"]["uid"].clone();
+    let classes: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        server.client(),
+        NS,
+        &kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "ClusterClass"),
+            "clusterclasses",
+        ),
+    );
+    classes.delete("docker-ferrol-1-27-v3", &DeleteParams::default()).await.unwrap();
+    wait_for("ClusterClass re-created", || {
+        server
+            .get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3")
+            .is_some_and(|c| c["metadata"]["uid"] != uid)
+    })
+    .await;
+    wait_for("ready again", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_with_broken_assets_reports_it_and_can_still_be_deleted() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    copy_release(repo.path(), "docker-ferrol-1-27-v1");
+    let tgz = repo.path().join("docker-ferrol-1-27-v1/docker-ferrol-1-27-cluster-class-v1.tgz");
+    assert!(tgz.exists(), "fixture layout changed");
+    std::fs::write(&tgz, b"not the archive the digests announce").unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(repo.path()), cache.path()));
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("DownloadFailed", || {
+        release(&server, "docker-ferrol-1-27-v1").and_then(|r| condition(&r, "Downloaded")).is_some_and(|c| {
+            c["reason"] == "DownloadFailed" && c["message"].as_str().unwrap_or_default().contains("cluster-class")
+        })
+    })
+    .await;
+    assert!(!ready(&server, "docker-ferrol-1-27-v1"));
+    let api: Api<ClusterStack> = Api::namespaced(server.client(), NS);
+    api.delete("ferrol", &DeleteParams::background()).await.unwrap();
+    wait_for("release gone", || release_names(&server).is_empty()).await;
+    op.stop().await;
 }
