@@ -58,13 +58,17 @@ struct Operator {
 
 impl Operator {
     fn start(server: &ApiServer, settings: Settings) -> Self {
+        Self::start_with(server, settings, RunOptions::default())
+    }
+
+    fn start_with(server: &ApiServer, settings: Settings, options: RunOptions) -> Self {
         let token = CancellationToken::new();
         let handles = Handles { metrics: Arc::new(Metrics::new()), readiness: Readiness::default() };
         let (metrics, readiness) = (handles.metrics.clone(), handles.readiness.clone());
         let client = server.client();
         let t = token.clone();
         let task = tokio::spawn(async move {
-            run_with(client, settings, RunOptions::default(), t, handles).await.expect("operator runs");
+            run_with(client, settings, options, t, handles).await.expect("operator runs");
         });
         Self { token, task: Some(task), metrics, readiness }
     }
@@ -608,5 +612,20 @@ async fn a_release_with_broken_assets_reports_it_and_can_still_be_deleted() {
     let api: Api<ClusterStack> = Api::namespaced(server.client(), NS);
     api.delete("ferrol", &DeleteParams::background()).await.unwrap();
     wait_for("release gone", || release_names(&server).is_empty()).await;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn with_leader_election_it_takes_the_lease_then_works() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let options = RunOptions { leader_election_namespace: Some("kube-system".into()), ..RunOptions::default() };
+    let op = Operator::start_with(&server, settings(SourceSpec::dir(releases_dir()), cache.path()), options);
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    let lease = server
+        .get_object("coordination.k8s.io/v1", "Lease", Some("kube-system"), "clusterstack-operator")
+        .expect("the leader Lease");
+    assert!(lease["spec"]["holderIdentity"].as_str().is_some_and(|h| !h.is_empty()), "{lease:#}");
     op.stop().await;
 }
