@@ -629,3 +629,40 @@ async fn with_leader_election_it_takes_the_lease_then_works() {
     assert!(lease["spec"]["holderIdentity"].as_str().is_some_and(|h| !h.is_empty()), "{lease:#}");
     op.stop().await;
 }
+
+#[tokio::test]
+async fn a_github_source_with_a_token_secret_uses_that_token() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let fake = FakeGitHub::start().await;
+    publish(&fake, "docker-ferrol-1-27-v1");
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
+    let op = Operator::start(&server, s);
+    let mut body = stack("ferrol", &[], true);
+    body["spec"]["source"] =
+        json!({"github": {"owner": "acme", "repository": "stacks", "tokenSecretRef": {"name": "gh"}}});
+    server.put_object(body);
+    // No Secret yet: the source is unavailable and the message names the Secret.
+    wait_for("SourceUnavailable naming the Secret", || {
+        server
+            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
+            .and_then(|s| condition(&s, "ReleasesSynced"))
+            .is_some_and(|c| {
+                c["reason"] == "SourceUnavailable" && c["message"].as_str().unwrap_or_default().contains("stacks/gh")
+            })
+    })
+    .await;
+    server.put_object(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gh", "namespace": NS},
+        "data": {"token": "c2VjcmV0LXRva2Vu"} // "secret-token"
+    }));
+    wait_for("v1 ready", || ready(&server, "docker-ferrol-1-27-v1")).await;
+    let listed = fake.requests_to(Route::Releases);
+    assert!(!listed.is_empty());
+    assert!(
+        listed.iter().all(|r| r.authorization.as_deref().is_some_and(|a| a.contains("secret-token"))),
+        "{listed:?}"
+    );
+    op.stop().await;
+}

@@ -13,7 +13,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::Semaphore;
 
 use crate::apply::Applier;
-use crate::source::github::{GitHubClient, GitHubConfig};
+use crate::source::github::{GitHubClient, GitHubConfig, Token};
 use crate::source::{AnySource, ListedRelease, ReleaseCache, ReleaseSource, SourceError, SourceSpec};
 
 use super::backoff::{Backoff, BackoffConfig, RandomSource, thread_random};
@@ -113,6 +113,8 @@ pub struct Context {
     polls: Mutex<HashMap<String, StackPoll>>,
     downloads: Mutex<HashMap<String, DownloadState>>,
     memos: Mutex<HashMap<String, ReleaseMemo>>,
+    /// GitHub clients of `tokenSecretRef` tokens, by token.
+    token_clients: Mutex<HashMap<String, GitHubClient>>,
     /// Bounds the downloads running at once.
     pub download_slots: Arc<Semaphore>,
 }
@@ -148,6 +150,7 @@ impl Context {
             polls: Mutex::default(),
             downloads: Mutex::default(),
             memos: Mutex::default(),
+            token_clients: Mutex::default(),
             download_slots: Arc::new(Semaphore::new(usize::from(settings.concurrency.max(1)))),
             settings,
             metrics,
@@ -157,6 +160,46 @@ impl Context {
     /// Opens a source (cheap: GitHub sources share the client and its caches).
     pub fn open(&self, spec: &SourceSpec) -> Result<AnySource, SourceError> {
         crate::source::open(spec, &self.github)
+    }
+
+    /// Opens the source of an object in `namespace`: a GitHub source with a `tokenSecretRef` uses
+    /// a client with that token (one client per distinct token, so its ETags and rate-limit state
+    /// are shared by every stack using it); others use the operator's client.
+    pub async fn open_in(&self, spec: &SourceSpec, namespace: &str) -> Result<AnySource, SourceError> {
+        let SourceSpec::GitHub { token_secret_ref: Some(secret_ref), .. } = spec else {
+            return self.open(spec);
+        };
+        let key = secret_ref.key.as_deref().unwrap_or("token");
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        let what = format!("Secret {namespace}/{} key {key:?} (spec.source.github.tokenSecretRef)", secret_ref.name);
+        let secret = secrets
+            .get_opt(&secret_ref.name)
+            .await
+            .map_err(|e| SourceError::Other(format!("cannot read {what}: {e}")))?
+            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))?;
+        let token = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| SourceError::Other(format!("{what} is missing or empty")))?;
+        let client = {
+            let mut clients = lock(&self.token_clients);
+            match clients.get(&token) {
+                Some(c) => c.clone(),
+                None => {
+                    let config =
+                        GitHubConfig { token: Some(Token::new(token.clone())), ..self.settings.github.clone() };
+                    let c = GitHubClient::new(config)?;
+                    clients.insert(token, c.clone());
+                    c
+                }
+            }
+        };
+        crate::source::open(spec, &client)
     }
 
     /// Lists `source`, reusing a listing of the same source younger than `fresh` so that many

@@ -229,7 +229,8 @@ async fn release_source(release: &ClusterStackRelease, ctx: &Context) -> Result<
         }
         None => ctx.settings.default_source.clone(),
     };
-    ctx.open(&spec).map_err(|e| ReconcileError::Config(e.to_string()))
+    let ns = release.namespace().unwrap_or_default();
+    ctx.open_in(&spec, &ns).await.map_err(|e| ReconcileError::Config(e.to_string()))
 }
 
 enum Fetch {

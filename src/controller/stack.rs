@@ -120,7 +120,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Context, key: &str) -> Resu
                 // start) still send one request per repository per poll, at the price of seeing a
                 // new release up to half an interval later.
                 let fresh = if forced { Duration::ZERO } else { interval / 2 };
-                let listing = match ctx.open(&spec) {
+                let listing = match ctx.open_in(&spec, &ns).await {
                     Ok(source) => ctx.list(&source, fresh).await.result,
                     // E.g. a directory source that is not there (yet): unavailable, like a source that is down.
                     Err(e) => Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }),
