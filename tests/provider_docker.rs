@@ -40,6 +40,8 @@ struct FakeState {
     /// Basic credentials the token service wants (`None`: anonymous tokens).
     token_credentials: Option<String>,
     latency: Duration,
+    /// The token the token service hands out and manifests accept.
+    token: String,
     seen: Vec<Seen>,
     addr: Option<SocketAddr>,
 }
@@ -57,6 +59,7 @@ impl FakeRegistry {
         let state = Arc::new(Mutex::new(FakeState {
             manifests: manifests.iter().map(|s| s.to_string()).collect(),
             addr: Some(addr),
+            token: TOKEN.into(),
             ..Default::default()
         }));
         let app = axum::Router::new().fallback(handle).with_state(state.clone());
@@ -107,14 +110,17 @@ async fn handle(State(state): State<Arc<Mutex<FakeState>>>, req: Request) -> Res
         {
             return StatusCode::UNAUTHORIZED.into_response();
         }
-        return ([(header::CONTENT_TYPE, "application/json")], format!(r#"{{"token":"{TOKEN}","expires_in":300}}"#))
+        return (
+            [(header::CONTENT_TYPE, "application/json")],
+            format!(r#"{{"token":"{}","expires_in":300}}"#, s.token),
+        )
             .into_response();
     }
     let Some(rest) = seen.path.strip_prefix("/v2/") else { return StatusCode::NOT_FOUND.into_response() };
     let Some((repo, reference)) = rest.rsplit_once("/manifests/") else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    if s.bearer && seen.authorization != format!("Bearer {TOKEN}") {
+    if s.bearer && seen.authorization != format!("Bearer {}", s.token) {
         let realm = format!("http://{}/token", s.addr.unwrap());
         let challenge = format!(r#"Bearer realm="{realm}",service="fake-registry",scope="repository:{repo}:pull""#);
         return (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)]).into_response();
@@ -224,9 +230,19 @@ async fn the_bearer_token_dance() {
     assert_eq!(seen[1].authorization, "");
     assert_eq!(seen[2].authorization, format!("Bearer {TOKEN}"));
 
-    // A second check reuses the cached token: one more 401 round, no new token request.
+    // A second check sends the cached token up front: one request, no new token.
+    fake.with(|s| s.seen.clear());
     assert_eq!(p.ensure(&c).await.unwrap().progress, Progress::Ready);
-    assert_eq!(fake.count("GET", "/token"), 1);
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!((seen[0].method.as_str(), seen[0].authorization.as_str()), ("HEAD", format!("Bearer {TOKEN}").as_str()));
+
+    // The registry stops accepting that token (rotated): a new one is fetched and the check passes.
+    fake.with(|s| s.token = "rotated-token".into());
+    let r = p.ensure(&c).await.unwrap();
+    assert_eq!(r.progress, Progress::Ready, "{:#?}", fake.seen());
+    assert_eq!(fake.count("GET", "/token"), 1, "one new token since the log was cleared");
+    assert_eq!(fake.seen().last().unwrap().authorization, "Bearer rotated-token");
 }
 
 #[tokio::test]

@@ -34,6 +34,14 @@ pub enum NodeImagesError {
         /// The parser's message.
         message: String,
     },
+    /// The file could not be read.
+    #[error("{file}: cannot read: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        message: String,
+    },
     /// YAML, but not in the image-list form.
     #[error("{file}: {message}")]
     Format {
@@ -60,6 +68,14 @@ impl NodeImagesFile {
         let document: Value = serde_saphyr::from_str(text)
             .map_err(|e| NodeImagesError::Syntax { file: file.to_string(), message: e.to_string() })?;
         Ok(Self { file: file.to_string(), document })
+    }
+
+    /// Reads and parses a file, e.g. `FetchedRelease::asset_path(NODE_IMAGES_FILE)` of the cache.
+    pub fn read(path: &std::path::Path) -> Result<Self, NodeImagesError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| NodeImagesError::Io { file: file.clone(), message: e.to_string() })?;
+        Self::parse(&file, &text)
     }
 
     /// The image references of the image-list form, in file order, duplicates removed.
@@ -143,6 +159,17 @@ mod tests {
         let e = images("- {url: x}\n").unwrap_err();
         assert!(e.to_string().contains("entry 1: an object entry needs a string `name`"), "{e}");
         assert!(matches!(NodeImagesFile::parse("f", "a: [\n"), Err(NodeImagesError::Syntax { .. })));
+    }
+
+    #[test]
+    fn read_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(NODE_IMAGES_FILE);
+        std::fs::write(&path, "- a:1\n").unwrap();
+        let f = NodeImagesFile::read(&path).unwrap();
+        assert_eq!((f.file.as_str(), f.images().unwrap()), (path.display().to_string().as_str(), vec!["a:1".into()]));
+        let e = NodeImagesFile::read(&dir.path().join("missing.yaml")).unwrap_err();
+        assert!(e.to_string().contains("missing.yaml: cannot read"), "{e}");
     }
 
     #[test]

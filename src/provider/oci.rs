@@ -142,6 +142,23 @@ impl Default for RegistryConfig {
 }
 
 impl RegistryConfig {
+    /// Parses a list of registry endpoints, `host=url` separated by commas, e.g.
+    /// `docker.io=http://mirror.local:5000,ghcr.io=https://ghcr.example.com` (for a command-line
+    /// flag or an environment variable).
+    pub fn parse_endpoints(list: &str) -> Result<BTreeMap<String, String>, String> {
+        let mut out = BTreeMap::new();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (host, url) = entry
+                .split_once('=')
+                .map(|(h, u)| (h.trim(), u.trim()))
+                .filter(|(h, u)| !h.is_empty() && !u.is_empty())
+                .ok_or_else(|| format!("registry endpoint {entry:?} is not host=url"))?;
+            reqwest::Url::parse(url).map_err(|e| format!("registry endpoint {entry:?}: {url:?} is not a URL: {e}"))?;
+            out.insert(host.to_string(), url.to_string());
+        }
+        Ok(out)
+    }
+
     /// The base URL of a registry host, without a trailing `/`.
     pub fn base_url(&self, host: &str) -> String {
         let url = match (&self.override_url, self.endpoints.get(host)) {
@@ -293,6 +310,16 @@ pub struct RegistryClient {
     http: reqwest::Client,
     config: RegistryConfig,
     tokens: Mutex<HashMap<TokenKey, (String, Instant)>>,
+    /// The `Authorization` that last worked per registry host and repository, sent up front next
+    /// time so a check costs one request instead of three.
+    known_auth: Mutex<HashMap<(String, String), KnownAuth>>,
+}
+
+/// How a repository was last authenticated.
+#[derive(Clone)]
+enum KnownAuth {
+    Bearer(TokenKey),
+    Basic(String),
 }
 
 /// How long a token is used when the token service does not say (the distribution spec's default).
@@ -306,7 +333,7 @@ impl RegistryClient {
             .user_agent(concat!("clusterstack/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("building the registry HTTP client failed: {e}"))?;
-        Ok(Self { http, config, tokens: Mutex::new(HashMap::new()) })
+        Ok(Self { http, config, tokens: Mutex::new(HashMap::new()), known_auth: Mutex::new(HashMap::new()) })
     }
 
     /// The settings.
@@ -337,7 +364,7 @@ impl RegistryClient {
     }
 
     /// Fetches a bearer token for a challenge.
-    async fn token(&self, image: &ImageRef, challenge: &Challenge) -> Result<String, RegistryError> {
+    async fn token(&self, image: &ImageRef, challenge: &Challenge) -> Result<(TokenKey, String), RegistryError> {
         let realm = challenge.params.get("realm").cloned().unwrap_or_default();
         let token_err =
             |message: String| RegistryError::Token { image: image.to_string(), realm: realm.clone(), message };
@@ -349,7 +376,7 @@ impl RegistryClient {
             challenge.params.get("scope").cloned().unwrap_or_else(|| format!("repository:{}:pull", image.repository));
         let key = (realm.clone(), service.clone(), scope.clone());
         if let Some(t) = self.cached_token(&key) {
-            return Ok(t);
+            return Ok((key, t));
         }
         let mut url = reqwest::Url::parse(&realm).map_err(|e| token_err(format!("the realm is not a URL: {e}")))?;
         {
@@ -376,28 +403,46 @@ impl RegistryClient {
         let lifetime = answer.expires_in.map(Duration::from_secs).unwrap_or(DEFAULT_TOKEN_LIFETIME);
         // Renew a little early so a token does not expire between the cache and the registry.
         let until = Instant::now() + lifetime.saturating_sub(Duration::from_secs(5));
-        self.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (token.clone(), until));
-        Ok(token)
+        self.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), (token.clone(), until));
+        Ok((key, token))
     }
 
     /// Whether the image's manifest exists.
     pub async fn check(&self, image: &ImageRef) -> Result<Presence, RegistryError> {
         let url =
             format!("{}/v2/{}/manifests/{}", self.config.base_url(&image.host), image.repository, image.reference);
-        let mut resp = self.head(&url, image, None).await?;
+        let repo_key = (image.host.clone(), image.repository.clone());
+        let known = self.known_auth.lock().unwrap_or_else(|e| e.into_inner()).get(&repo_key).cloned();
+        let up_front = match &known {
+            Some(KnownAuth::Bearer(key)) => self.cached_token(key).map(|t| format!("Bearer {t}")),
+            Some(KnownAuth::Basic(value)) => Some(value.clone()),
+            None => None,
+        };
+        let mut resp = self.head(&url, image, up_front).await?;
         if resp.status() == StatusCode::UNAUTHORIZED {
+            // A token the registry no longer accepts (revoked, expired early) is fetched anew.
+            if let Some(KnownAuth::Bearer(key)) = &known {
+                self.tokens.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+            }
             let challenge = challenge_of(resp.headers());
             let auth = match challenge {
-                Some(c) if c.scheme == "bearer" => Some(format!("Bearer {}", self.token(image, &c).await?)),
+                Some(c) if c.scheme == "bearer" => {
+                    let (key, token) = self.token(image, &c).await?;
+                    Some((KnownAuth::Bearer(key), format!("Bearer {token}")))
+                }
                 Some(c) if c.scheme == "basic" => self.config.credentials.get(&image.host).map(|cred| {
                     use base64::Engine;
                     let raw = format!("{}:{}", cred.username, cred.password);
-                    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(raw))
+                    let value = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(raw));
+                    (KnownAuth::Basic(value.clone()), value)
                 }),
                 _ => None,
             };
-            if let Some(auth) = auth {
+            if let Some((known, auth)) = auth {
                 resp = self.head(&url, image, Some(auth)).await?;
+                if resp.status() != StatusCode::UNAUTHORIZED {
+                    self.known_auth.lock().unwrap_or_else(|e| e.into_inner()).insert(repo_key, known);
+                }
             }
         }
         let status = resp.status();
@@ -479,6 +524,17 @@ mod tests {
         let c = parse_challenge(r#"Basic realm="x \"y\"""#).unwrap();
         assert_eq!((c.scheme.as_str(), c.params["realm"].as_str()), ("basic", r#"x "y""#));
         assert!(parse_challenge(r#"Bearer realm="unterminated"#).is_none());
+    }
+
+    #[test]
+    fn endpoint_lists() {
+        let m =
+            RegistryConfig::parse_endpoints(" docker.io=http://127.0.0.1:5000 , ghcr.io=https://g.example ").unwrap();
+        assert_eq!(m["docker.io"], "http://127.0.0.1:5000");
+        assert_eq!(m["ghcr.io"], "https://g.example");
+        assert!(RegistryConfig::parse_endpoints("").unwrap().is_empty());
+        assert!(RegistryConfig::parse_endpoints("docker.io").unwrap_err().contains("not host=url"));
+        assert!(RegistryConfig::parse_endpoints("docker.io=not a url").unwrap_err().contains("not a URL"));
     }
 
     #[test]
