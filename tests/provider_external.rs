@@ -13,9 +13,8 @@ use clusterstack::provider::{
     Cleanup, ExternalOperator, Gate, GateConfig, GateState, NODE_IMAGES_READY, NodeImageProvider, Progress,
     ProviderRegistry, ReleaseContext, reason,
 };
-use clusterstack::release::{ReleaseId, ReleaseMetadata};
+use clusterstack::release::ReleaseMetadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::Resource;
 use serde_json::{Value, json};
 use support::ApiServer;
 use support::fixtures::load_yaml;
@@ -67,9 +66,10 @@ async fn setup(with_provider_crds: bool, with_template: bool) -> (ApiServer, Rel
         "spec": {},
     }));
     let release: ClusterStackRelease = serde_json::from_value(release).unwrap();
-    let ctx = ReleaseContext::new(ReleaseId::from_tag(TAG).unwrap(), NS, metadata(), server.client())
-        .with_provider_ref(Some(template_ref()))
-        .with_owner(release.controller_owner_ref(&()));
+    // As the controller builds it, from the object it reconciles.
+    let ctx = ReleaseContext::for_release(&release, metadata(), server.client())
+        .unwrap()
+        .with_provider_ref(Some(template_ref()));
     (server, ctx, release)
 }
 

@@ -29,8 +29,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use crate::api::{NodeImageStatus, ObjectRef};
-use crate::release::{ReleaseId, ReleaseMetadata};
+use kube::Resource;
+
+use crate::api::{ClusterStackRelease, NodeImageStatus, ObjectRef};
+use crate::release::{NameError, ReleaseId, ReleaseMetadata};
 
 pub use docker::DockerProvider;
 pub use external::ExternalOperator;
@@ -96,6 +98,24 @@ impl ReleaseContext {
             previous: Vec::new(),
             client,
         }
+    }
+
+    /// The context for a ClusterStackRelease as read from the API server: identity from its name,
+    /// its namespace, an owner reference to it, and `status.nodeImages` as the previous list.
+    /// Add the stack's `providerRef` with [`ReleaseContext::with_provider_ref`] and the
+    /// `node-images.yaml` with [`ReleaseContext::with_node_images`].
+    pub fn for_release(
+        release: &ClusterStackRelease,
+        metadata: ReleaseMetadata,
+        client: kube::Client,
+    ) -> Result<Self, NameError> {
+        let tag = release.metadata.name.clone().unwrap_or_default();
+        let id = ReleaseId::from_tag(&tag)?;
+        let namespace = release.metadata.namespace.clone().unwrap_or_default();
+        let previous = release.status.as_ref().map(|s| s.node_images.clone()).unwrap_or_default();
+        Ok(Self::new(id, namespace, metadata, client)
+            .with_owner(release.controller_owner_ref(&()))
+            .with_previous(previous))
     }
 
     /// Sets the parsed `node-images.yaml`.
@@ -305,5 +325,39 @@ impl std::fmt::Debug for ProviderRegistry {
             .field("plugins", &self.names())
             .field("external", &self.external.is_some())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ClusterStackReleaseStatus;
+
+    #[tokio::test]
+    async fn context_for_a_release_object() {
+        crate::install_crypto_provider();
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let metadata = ReleaseMetadata::parse(
+            "metadata.yaml",
+            "apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1\nversions:\n  clusterStack: v2\n  kubernetes: v1.27.3\n  components:\n    clusterAddon: v1\n",
+        )
+        .unwrap();
+        let mut release = ClusterStackRelease::new("docker-ferrol-1-27-v2", Default::default());
+        release.metadata.namespace = Some("ns".into());
+        release.metadata.uid = Some("uid-1".into());
+        let image = NodeImageStatus { name: "a".into(), ready: true, message: String::new() };
+        release.status = Some(ClusterStackReleaseStatus { node_images: vec![image.clone()], ..Default::default() });
+        let ctx = ReleaseContext::for_release(&release, metadata.clone(), client.clone()).unwrap();
+        assert_eq!(ctx.key(), "ns/docker-ferrol-1-27-v2");
+        assert_eq!(ctx.release.provider, "docker");
+        assert_eq!(ctx.previous, [image]);
+        let owner = ctx.owner.unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("ClusterStackRelease", "uid-1", Some(true))
+        );
+
+        let bad = ClusterStackRelease::new("not-a-tag", Default::default());
+        assert!(ReleaseContext::for_release(&bad, metadata, client).is_err());
     }
 }
