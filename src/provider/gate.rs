@@ -257,13 +257,20 @@ impl Gate {
         };
         let conditions = current.map(|s| s.conditions.as_slice()).unwrap_or_default();
         let outcome = decide(answer, &name, conditions, now, generation, &self.config);
-        tracing::info!(
-            release = %ctx.key(),
-            plugin = %name,
-            state = ?outcome.state,
-            message = %outcome.message,
-            "node-image gate"
-        );
+        // One info line per decision that changes something a user sees; the rest at debug.
+        let before = find(conditions, NODE_IMAGES_READY).map(|c| (c.status.as_str(), c.reason.as_str()));
+        let after = outcome.condition.as_ref().map(|c| (c.status.as_str(), c.reason.as_str()));
+        if before != after {
+            tracing::info!(
+                release = %ctx.key(),
+                plugin = %name,
+                state = ?outcome.state,
+                message = %outcome.message,
+                "node-image gate changed"
+            );
+        } else {
+            tracing::debug!(release = %ctx.key(), plugin = %name, state = ?outcome.state, message = %outcome.message, "node-image gate");
+        }
         outcome
     }
 

@@ -266,11 +266,11 @@ impl ProviderRegistry {
         Self::default()
     }
 
-    /// The built-in plug-ins: [`DockerProvider`] (with `docker`'s default registry settings) and
-    /// the [`ExternalOperator`].
-    pub fn with_builtins() -> Self {
+    /// The built-in plug-ins: [`DockerProvider`] reaching registries as `registries` says
+    /// (`RegistryConfig::default()`: the real registries) and the [`ExternalOperator`].
+    pub fn with_builtins(registries: oci::RegistryConfig) -> Self {
         let mut registry = Self::empty();
-        registry.register(Arc::new(DockerProvider::new(oci::RegistryConfig::default())));
+        registry.register(Arc::new(DockerProvider::new(registries)));
         registry.set_external(Arc::new(ExternalOperator::new()));
         registry
     }
@@ -332,6 +332,28 @@ impl std::fmt::Debug for ProviderRegistry {
 mod tests {
     use super::*;
     use crate::api::ClusterStackReleaseStatus;
+
+    #[tokio::test]
+    async fn builtins_serve_docker_and_provider_refs_only() {
+        let registry = ProviderRegistry::with_builtins(oci::RegistryConfig::default());
+        assert_eq!(registry.names(), ["docker"]);
+        let name = |s: Selection| match s {
+            Selection::Plugin(p) => p.name().to_string(),
+            Selection::NoGate { why } => format!("no gate: {why}"),
+        };
+        assert_eq!(name(registry.select("docker", false, false)), "docker");
+        assert_eq!(name(registry.select("docker", false, true)), "external");
+        assert_eq!(name(registry.select("openstack", false, true)), "external");
+        assert_eq!(
+            name(registry.select("openstack", false, false)),
+            "no gate: no plug-in for provider \"openstack\" and no providerRef"
+        );
+        assert_eq!(name(registry.select("docker", true, true)), "no gate: noProvider is set");
+        assert_eq!(
+            name(ProviderRegistry::empty().select("docker", false, true)),
+            "no gate: no external-operator plug-in is registered"
+        );
+    }
 
     #[tokio::test]
     async fn context_for_a_release_object() {
