@@ -64,8 +64,10 @@ pub struct ReleaseContext {
     pub release: ReleaseId,
     /// The namespace of the ClusterStackRelease.
     pub namespace: String,
-    /// The release's `metadata.yaml`.
-    pub metadata: ReleaseMetadata,
+    /// The release's `metadata.yaml`. Always set when the gate asks [`NodeImageProvider::ensure`];
+    /// may be `None` for [`NodeImageProvider::cleanup`] of a release that is no longer in the
+    /// cache (deletion does not download it again).
+    pub metadata: Option<ReleaseMetadata>,
     /// The release's `node-images.yaml`, when it has one.
     pub node_images: Option<NodeImagesFile>,
     /// `ClusterStack.spec.providerRef`: the provider template, when the stack names one.
@@ -81,17 +83,18 @@ pub struct ReleaseContext {
 }
 
 impl ReleaseContext {
-    /// A context with no `node-images.yaml`, provider template, owner or previous status.
+    /// A context with no `node-images.yaml`, provider template, owner or previous status;
+    /// `metadata` is a `ReleaseMetadata` or an `Option` of one.
     pub fn new(
         release: ReleaseId,
         namespace: impl Into<String>,
-        metadata: ReleaseMetadata,
+        metadata: impl Into<Option<ReleaseMetadata>>,
         client: kube::Client,
     ) -> Self {
         Self {
             release,
             namespace: namespace.into(),
-            metadata,
+            metadata: metadata.into(),
             node_images: None,
             provider_ref: None,
             owner: None,
@@ -106,7 +109,7 @@ impl ReleaseContext {
     /// `node-images.yaml` with [`ReleaseContext::with_node_images`].
     pub fn for_release(
         release: &ClusterStackRelease,
-        metadata: ReleaseMetadata,
+        metadata: impl Into<Option<ReleaseMetadata>>,
         client: kube::Client,
     ) -> Result<Self, NameError> {
         let tag = release.metadata.name.clone().unwrap_or_default();
@@ -370,6 +373,7 @@ mod tests {
         let image = NodeImageStatus { name: "a".into(), ready: true, message: String::new() };
         release.status = Some(ClusterStackReleaseStatus { node_images: vec![image.clone()], ..Default::default() });
         let ctx = ReleaseContext::for_release(&release, metadata.clone(), client.clone()).unwrap();
+        assert_eq!(ctx.metadata.as_ref(), Some(&metadata));
         assert_eq!(ctx.key(), "ns/docker-ferrol-1-27-v2");
         assert_eq!(ctx.release.provider, "docker");
         assert_eq!(ctx.previous, [image]);
@@ -380,6 +384,8 @@ mod tests {
         );
 
         let bad = ClusterStackRelease::new("not-a-tag", Default::default());
-        assert!(ReleaseContext::for_release(&bad, metadata, client).is_err());
+        assert!(ReleaseContext::for_release(&bad, metadata, client.clone()).is_err());
+        // Cleanup of a release that is not in the cache: no metadata.
+        assert_eq!(ReleaseContext::for_release(&release, None, client).unwrap().metadata, None);
     }
 }
