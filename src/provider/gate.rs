@@ -164,48 +164,41 @@ pub fn decide(
         message,
         requeue_after,
     };
-    if report.progress == Progress::Ready {
-        let message = if images.is_empty() {
-            format!("provider plug-in {plugin}: ready")
-        } else {
-            format!("{} node image(s) ready", images.len())
-        };
-        return make(GateState::Passed, TRUE, reason::READY, message, Some(config.ready_recheck));
-    }
-
-    // Not ready: has the deadline passed? A non-retryable failure waits for nothing, so it has none.
-    let since = waiting_since(conditions).unwrap_or(now.0);
-    let waited = now.0.duration_since(since);
-    let waited = Duration::try_from(waited).unwrap_or(Duration::ZERO);
-    let timed_out = waited >= config.deadline;
-    let deadline = humantime::format_duration(config.deadline);
-
-    match report.progress {
-        Progress::Ready => unreachable!("handled above"),
-        Progress::Failed { reason: why, retryable: false } => {
-            make(GateState::Failed { retryable: false }, FALSE, reason::FAILED_PERMANENTLY, why, None)
+    let (state, reason_, message, recheck_after) = match report.progress {
+        Progress::Ready => {
+            let message = if images.is_empty() {
+                format!("provider plug-in {plugin}: ready")
+            } else {
+                format!("{} node image(s) ready", images.len())
+            };
+            return make(GateState::Passed, TRUE, reason::READY, message, Some(config.ready_recheck));
         }
-        Progress::InProgress { message, recheck_after } if timed_out => make(
+        // Only a change can fix it, so there is nothing to wait for and no deadline.
+        Progress::Failed { reason: why, retryable: false } => {
+            return make(GateState::Failed { retryable: false }, FALSE, reason::FAILED_PERMANENTLY, why, None);
+        }
+        Progress::InProgress { message, recheck_after } => {
+            (GateState::Waiting, reason::PROGRESSING, message, recheck_after)
+        }
+        Progress::Failed { reason: why, retryable: true } => {
+            (GateState::Failed { retryable: true }, reason::FAILED, why, config.retry_after)
+        }
+    };
+
+    // Not ready: has the deadline passed since the gate started waiting?
+    let since = waiting_since(conditions).unwrap_or(now.0);
+    let waited = Duration::try_from(now.0.duration_since(since)).unwrap_or(Duration::ZERO);
+    if waited >= config.deadline {
+        let deadline = humantime::format_duration(config.deadline);
+        return make(
             GateState::TimedOut,
             FALSE,
             reason::TIMED_OUT,
             format!("node images not ready after {deadline}: {message}"),
             Some(recheck_after.max(config.retry_after)),
-        ),
-        Progress::Failed { reason: why, retryable: true } if timed_out => make(
-            GateState::TimedOut,
-            FALSE,
-            reason::TIMED_OUT,
-            format!("node images not ready after {deadline}: {why}"),
-            Some(config.retry_after),
-        ),
-        Progress::InProgress { message, recheck_after } => {
-            make(GateState::Waiting, FALSE, reason::PROGRESSING, message, Some(recheck_after))
-        }
-        Progress::Failed { reason: why, retryable: true } => {
-            make(GateState::Failed { retryable: true }, FALSE, reason::FAILED, why, Some(config.retry_after))
-        }
+        );
     }
+    make(state, FALSE, reason_, message, Some(recheck_after))
 }
 
 /// The gate the release controller calls: a registry and its settings.
