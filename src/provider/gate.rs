@@ -349,6 +349,19 @@ mod tests {
     }
 
     #[test]
+    fn a_retryable_failure_also_times_out() {
+        let cfg = GateConfig { deadline: Duration::from_secs(600), ..Default::default() };
+        let fail = || Ok(Report::new(Progress::Failed { reason: "registry down".into(), retryable: true }));
+        let mut status = ClusterStackReleaseStatus::default();
+        let t0 = time("2026-01-01T00:00:00Z");
+        decide(fail(), "p", &[], &t0, None, &cfg).record(&mut status, &t0);
+        let out = decide(fail(), "p", &status.conditions, &time("2026-01-01T00:10:00Z"), None, &cfg);
+        assert_eq!(out.state, GateState::TimedOut);
+        assert_eq!(out.message, "node images not ready after 10m: registry down");
+        assert_eq!(out.requeue_after, Some(cfg.retry_after));
+    }
+
+    #[test]
     fn a_ready_condition_does_not_start_the_clock() {
         let cfg = GateConfig { deadline: Duration::from_secs(60), ..Default::default() };
         let mut status = ClusterStackReleaseStatus::default();
