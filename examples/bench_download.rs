@@ -5,36 +5,21 @@
 //! arguments (default `10 50`); each size is downloaded a few times and the best time kept.
 //! Peak RSS (`VmHWM`) is read after each size: it must not grow with the asset size.
 //!
-//! Later stages (verification and extraction through the release cache) fit in as further
-//! [`Pipeline`] variants measured by [`run_ours`].
+//! The whole pull (listing, download, verification, extraction) is measured by `bench_pull`.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use bytes::BytesMut;
+#[path = "common/mod.rs"]
+mod common;
+
 use clusterstack::release::ReleaseId;
 use clusterstack::source::github::{GitHubClient, GitHubConfig};
 use clusterstack::source::{AssetInfo, AssetLocator, ListedRelease, NoProgress, ReleaseSource};
-use tokio::io::AsyncReadExt;
+use common::{MIB, serve_github_dir, vm_hwm_mib, write_pseudo_random};
 
 const RUNS: usize = 3;
-const MIB: u64 = 1 << 20;
-
-/// What "ours" does with the asset.
-#[derive(Debug, Clone, Copy)]
-enum Pipeline {
-    /// `GitHubSource::download`: stream, hash, write.
-    Download,
-    // Extraction through the cache goes here once `source::cache` is merged.
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -45,9 +30,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let dir = tempfile::tempdir()?;
     for (id, mib) in sizes.iter().enumerate() {
-        write_asset(&dir.path().join(format!("asset-{id}")), mib * MIB)?;
+        write_pseudo_random(&dir.path().join(format!("asset-{id}")), mib * MIB)?;
     }
-    let base = serve(dir.path().to_path_buf()).await?;
+    let base = serve_github_dir(dir.path().to_path_buf()).await?;
     let curl = Command::new("curl").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
     if !curl {
         println!("note: curl is not installed; only our figures are shown");
@@ -60,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (id, mib) in sizes.iter().enumerate() {
         let size = mib * MIB;
         let url = format!("{base}/repos/o/r/releases/assets/{id}");
-        let (ours, sha) = run_ours(Pipeline::Download, &base, id as u64, size, dir.path()).await?;
+        let (ours, sha) = run_ours(&base, id as u64, size, dir.path()).await?;
         let hwm = vm_hwm_mib();
         let mb_s = size as f64 / 1e6 / ours.as_secs_f64();
         if curl {
@@ -90,9 +75,8 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Best time of [`RUNS`] runs of our pipeline, and the sha256 it computed.
+/// Best time of [`RUNS`] runs of our download, and the sha256 it computed.
 async fn run_ours(
-    pipeline: Pipeline,
     base: &str,
     id: u64,
     size: u64,
@@ -112,12 +96,7 @@ async fn run_ours(
     let mut sha = String::new();
     for _ in 0..RUNS {
         let start = Instant::now();
-        match pipeline {
-            Pipeline::Download => {
-                let got = source.download(&release, &asset, &dest, &NoProgress).await?;
-                sha = got.sha256;
-            }
-        }
+        sha = source.download(&release, &asset, &dest, &NoProgress).await?.sha256;
         best = best.min(start.elapsed());
         std::fs::remove_file(&dest)?;
     }
@@ -139,63 +118,4 @@ fn run_curl(url: &str) -> Result<(Duration, String), Box<dyn std::error::Error>>
         sha = String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or_default().to_string();
     }
     Ok((best, sha))
-}
-
-/// Writes `size` pseudo-random bytes (xorshift, so they do not compress) 1 MiB at a time.
-fn write_asset(path: &Path, size: u64) -> std::io::Result<()> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut chunk = vec![0u8; MIB as usize];
-    let mut left = size;
-    while left > 0 {
-        for word in chunk.chunks_exact_mut(8) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            word.copy_from_slice(&state.to_le_bytes());
-        }
-        let n = left.min(MIB) as usize;
-        file.write_all(&chunk[..n])?;
-        left -= n as u64;
-    }
-    file.flush()
-}
-
-/// Serves `dir/asset-{id}` at the GitHub asset path on 127.0.0.1, streamed from disk.
-async fn serve(dir: PathBuf) -> std::io::Result<String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let app = Router::new().route("/repos/{o}/{r}/releases/assets/{id}", get(asset)).with_state(dir);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(base)
-}
-
-async fn asset(State(dir): State<PathBuf>, UrlPath((_, _, id)): UrlPath<(String, String, u64)>) -> Response {
-    let Ok(file) = tokio::fs::File::open(dir.join(format!("asset-{id}"))).await else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    let Ok(length) = file.metadata().await.map(|m| m.len()) else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    let stream = futures::stream::unfold(file, |mut file| async move {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        match file.read_buf(&mut buf).await {
-            Ok(0) => None,
-            Ok(_) => Some((Ok::<_, std::io::Error>(buf.freeze()), file)),
-            Err(e) => Some((Err(e), file)),
-        }
-    });
-    ([(header::CONTENT_LENGTH, length.to_string())], Body::from_stream(stream)).into_response()
-}
-
-/// Peak resident set size of this process, in MiB.
-fn vm_hwm_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
 }

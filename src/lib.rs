@@ -8,6 +8,7 @@ pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod controller;
+pub mod provider;
 pub mod release;
 pub mod render;
 pub mod source;

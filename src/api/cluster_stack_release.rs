@@ -50,8 +50,26 @@ pub struct ClusterStackReleaseStatus {
     /// The `.metadata.generation` this status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Conditions: `Downloaded`, `Rendered`, `Applied`, `Ready`.
+    /// The node images the provider plug-in prepares for this release, one entry per image,
+    /// with whether it is ready. Empty when the release has no node-image gate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_images: Vec<NodeImageStatus>,
+    /// Conditions: `Downloaded`, `NodeImagesReady`, `Rendered`, `Applied`, `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The state of one node image of a release, as its provider plug-in reported it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeImageStatus {
+    /// The image, as named in the release's `node-images.yaml` (e.g. `kindest/node:v1.27.3`).
+    pub name: String,
+    /// Whether the image is available for the release's clusters.
+    #[serde(default)]
+    pub ready: bool,
+    /// What is missing or under way, e.g. `not found in registry-1.docker.io`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }

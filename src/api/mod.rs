@@ -14,7 +14,9 @@ pub use cluster_stack::{
     Channel, ClusterStack, ClusterStackReleaseSummary, ClusterStackSpec, ClusterStackStatus, DEFAULT_POLL_INTERVAL,
     DirectorySource, GitHubSource, ReleaseSourceSpec, SecretKeyRef,
 };
-pub use cluster_stack_release::{ClusterStackRelease, ClusterStackReleaseSpec, ClusterStackReleaseStatus};
+pub use cluster_stack_release::{
+    ClusterStackRelease, ClusterStackReleaseSpec, ClusterStackReleaseStatus, NodeImageStatus,
+};
 pub use common::{Condition, ObjectRef, ResourceStatus, SyncStatus};
 pub use crds::{all_crds, crd_file_name, crd_yaml, crds_yaml};
 

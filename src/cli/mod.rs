@@ -6,6 +6,7 @@ mod build;
 mod crds;
 mod install;
 pub mod operator;
+mod plan;
 pub mod pull;
 pub mod releases;
 mod render;
@@ -41,6 +42,8 @@ pub enum Command {
     Build(build::BuildArgs),
     /// Print the objects of a release's chart in apply order.
     Render(render::RenderArgs),
+    /// Show which ClusterStackReleases the operator would keep, create or delete, and why (offline).
+    Plan(plan::PlanArgs),
     /// Print everything needed to run the operator in a cluster (`install --export | kubectl apply -f -`).
     Install(install::InstallArgs),
     /// List the cluster-stack releases of a source.
@@ -94,6 +97,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Crds(args) => crds::run(args),
         Command::Build(args) => build::run(args),
         Command::Render(args) => render::run(args).await,
+        Command::Plan(args) => plan::run(args).await,
         Command::Install(args) => install::run(args),
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),

@@ -1,0 +1,166 @@
+//! Helpers shared by the benchmarks (`#[path = "common/mod.rs"] mod common;`):
+//! peak-memory readings, incompressible data, a synthetic cluster-class
+//! tarball and a loopback server shaped like GitHub's release API that
+//! streams assets from files.
+
+#![allow(dead_code)] // each benchmark uses a different subset
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
+
+pub const MIB: u64 = 1 << 20;
+
+/// Peak resident set size of this process (`VmHWM`), in MiB.
+pub fn vm_hwm_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// Resets the peak-RSS high-water mark, so that a later reading covers only
+/// what follows. Returns whether the kernel allowed it.
+pub fn reset_vm_hwm() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// A xorshift generator: fast, deterministic, and its output does not compress.
+pub struct XorShift(u64);
+
+impl XorShift {
+    pub fn new() -> Self {
+        XorShift(0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for word in buf.chunks_mut(8) {
+            let bytes = self.next_u64().to_le_bytes();
+            word.copy_from_slice(&bytes[..word.len()]);
+        }
+    }
+}
+
+/// Writes `size` incompressible bytes, 1 MiB at a time.
+pub fn write_pseudo_random(path: &Path, size: u64) -> std::io::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut rng = XorShift::new();
+    let mut chunk = vec![0u8; MIB as usize];
+    let mut left = size;
+    while left > 0 {
+        rng.fill(&mut chunk);
+        let n = left.min(MIB) as usize;
+        file.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    file.flush()
+}
+
+/// Writes a cluster-class-like `.tgz` of about `target` uncompressed bytes under
+/// `top/`: a `Chart.yaml`, YAML templates (which compress well) and a random
+/// 1 MiB blob every `blob_every`-th file (which does not). Returns (files,
+/// uncompressed bytes).
+pub fn write_synthetic_tgz(
+    path: &Path,
+    top: &str,
+    target: usize,
+    blob_every: usize,
+) -> std::io::Result<(usize, usize)> {
+    let file = std::fs::File::create(path)?;
+    let gz = flate2::write::GzEncoder::new(std::io::BufWriter::new(file), flate2::Compression::default());
+    let mut builder = tar::Builder::new(gz);
+    let mut rng = XorShift::new();
+    let chart = format!("name: {top}\nversion: v1\n");
+    let mut header = tar::Header::new_gnu();
+    header.set_size(chart.len() as u64);
+    header.set_mode(0o644);
+    builder.append_data(&mut header, format!("{top}/Chart.yaml"), chart.as_bytes())?;
+    let (mut files, mut bytes) = (1, chart.len());
+    while bytes < target {
+        let i = files;
+        let (name, data) = if i % blob_every == 0 {
+            let mut data = vec![0u8; MIB as usize];
+            rng.fill(&mut data);
+            (format!("{top}/files/blob-{i}.bin"), data)
+        } else {
+            let mut text = String::new();
+            while text.len() < 24 * 1024 {
+                let n = rng.next_u64();
+                text.push_str(&format!(
+                    "- name: item-{}\n  image: registry.example.com/team/app:{}\n  replicas: {}\n",
+                    n % 10_000,
+                    n % 97,
+                    n % 5
+                ));
+            }
+            (format!("{top}/templates/dir-{}/file-{i}.yaml", i % 50), text.into_bytes())
+        };
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        builder.append_data(&mut header, &name, &data[..])?;
+        files += 1;
+        bytes += data.len();
+    }
+    builder.into_inner()?.finish()?.flush()?;
+    Ok((files, bytes))
+}
+
+/// Serves `dir` on 127.0.0.1 in the shape of GitHub's release API, for any
+/// owner and repository: `/repos/{o}/{r}/releases` answers the file
+/// `dir/releases.json` (one page), `/repos/{o}/{r}/releases/assets/{id}` streams
+/// the file `dir/asset-{id}` from disk. Returns the base URL.
+pub async fn serve_github_dir(dir: PathBuf) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let app = Router::new()
+        .route("/repos/{o}/{r}/releases", get(listing))
+        .route("/repos/{o}/{r}/releases/assets/{id}", get(asset))
+        .with_state(dir);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(base)
+}
+
+async fn listing(State(dir): State<PathBuf>) -> Response {
+    match tokio::fs::read(dir.join("releases.json")).await {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(_) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn asset(State(dir): State<PathBuf>, UrlPath((_, _, id)): UrlPath<(String, String, u64)>) -> Response {
+    let Ok(file) = tokio::fs::File::open(dir.join(format!("asset-{id}"))).await else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let Ok(length) = file.metadata().await.map(|m| m.len()) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let stream = futures::stream::unfold(file, |mut file| async move {
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        match file.read_buf(&mut buf).await {
+            Ok(0) => None,
+            Ok(_) => Some((Ok::<_, std::io::Error>(buf.freeze()), file)),
+            Err(e) => Some((Err(e), file)),
+        }
+    });
+    ([(header::CONTENT_LENGTH, length.to_string())], Body::from_stream(stream)).into_response()
+}
