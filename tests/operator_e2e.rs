@@ -666,3 +666,69 @@ async fn a_github_source_with_a_token_secret_uses_that_token() {
     );
     op.stop().await;
 }
+
+/// A node-image plug-in for `docker` releases that is busy until told otherwise.
+struct ScriptedProvider {
+    ready: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl clusterstack::provider::NodeImageProvider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "docker"
+    }
+
+    fn ensure<'a>(
+        &'a self,
+        _ctx: &'a clusterstack::provider::ReleaseContext,
+    ) -> futures::future::BoxFuture<'a, Result<clusterstack::provider::Report, clusterstack::provider::ProviderError>>
+    {
+        use clusterstack::provider::{Progress, Report};
+        let ready = self.ready.load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            Ok(Report::new(if ready {
+                Progress::Ready
+            } else {
+                Progress::InProgress {
+                    message: "uploading node image kindest/node:v1.27.11".into(),
+                    recheck_after: Duration::from_millis(200),
+                }
+            }))
+        })
+    }
+
+    fn cleanup<'a>(
+        &'a self,
+        _ctx: &'a clusterstack::provider::ReleaseContext,
+    ) -> futures::future::BoxFuture<'a, Result<clusterstack::provider::Cleanup, clusterstack::provider::ProviderError>>
+    {
+        Box::pin(async { Ok(clusterstack::provider::Cleanup::Done) })
+    }
+}
+
+#[tokio::test]
+async fn the_node_image_gate_holds_the_apply_until_the_provider_is_ready() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let ready_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.providers.register(Arc::new(ScriptedProvider { ready: ready_flag.clone() }));
+    let op = Operator::start(&server, s);
+    server.put_object(stack("ferrol", &[], true));
+    wait_for("provider-specific work", || {
+        release(&server, "docker-ferrol-1-27-v3").is_some_and(|r| {
+            r["status"]["phase"] == "provider-specific work"
+                && condition(&r, "NodeImagesReady").is_some_and(|c| c["status"] == "False")
+                && condition(&r, "Ready")
+                    .is_some_and(|c| c["message"].as_str().unwrap_or_default().contains("uploading"))
+        })
+    })
+    .await;
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").is_none(), "held back");
+
+    ready_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
+    let r = release(&server, "docker-ferrol-1-27-v3").unwrap();
+    assert_eq!(condition(&r, "NodeImagesReady").unwrap()["status"], "True", "{r:#}");
+    assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").is_some());
+    op.stop().await;
+}

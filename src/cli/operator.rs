@@ -6,6 +6,8 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::config::OperatorArgs;
 use crate::controller::context::Settings;
 use crate::controller::run::{RunError, RunOptions, run as run_operator};
+use crate::provider::ProviderRegistry;
+use crate::provider::oci::RegistryConfig;
 use crate::source::SourceSpec;
 use crate::source::github::Token;
 use crate::source::spec::github_config_from_env;
@@ -34,6 +36,8 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.poll_interval = args.poll_interval;
     settings.resync_interval = args.resync_interval;
     settings.concurrency = args.concurrency;
+    // The built-in node-image plug-ins (docker) and the `providerRef` contract.
+    settings.providers = ProviderRegistry::with_builtins(RegistryConfig::default());
     Ok(settings)
 }
 
@@ -120,5 +124,6 @@ mod tests {
         assert_eq!(s.watch_namespace.as_deref(), Some("stacks"));
         assert_eq!(s.cache_dir, std::path::PathBuf::from("/tmp/cs"));
         assert_eq!(s.github.token.as_ref().map(Token::expose), Some("t0ken"));
+        assert!(s.providers.get("docker").is_some(), "the built-in docker plug-in gates releases");
     }
 }

@@ -13,6 +13,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::Semaphore;
 
 use crate::apply::Applier;
+use crate::provider::{Gate, GateConfig, ProviderRegistry};
 use crate::source::github::{GitHubClient, GitHubConfig, Token};
 use crate::source::{AnySource, ListedRelease, ReleaseCache, ReleaseSource, SourceError, SourceSpec};
 
@@ -43,6 +44,10 @@ pub struct Settings {
     pub concurrency: u16,
     /// Error backoff per object.
     pub backoff: BackoffConfig,
+    /// The node-image provider plug-ins of the gate (empty: every release passes it).
+    pub providers: ProviderRegistry,
+    /// The gate's deadline and timeouts.
+    pub gate: GateConfig,
 }
 
 impl Settings {
@@ -57,6 +62,8 @@ impl Settings {
             resync_interval: Duration::from_secs(600),
             concurrency: 4,
             backoff: BackoffConfig::default(),
+            providers: ProviderRegistry::empty(),
+            gate: GateConfig::default(),
         }
     }
 }
@@ -94,6 +101,9 @@ pub enum DownloadState {
 pub struct ReleaseMemo {
     pub generation: Option<i64>,
     pub applied_at: Timestamp,
+    /// How long the pass stays good: the resync interval, or sooner when the node-image gate
+    /// wants to be asked again.
+    pub valid_for: Duration,
 }
 
 /// Shared by both controllers.
@@ -108,6 +118,8 @@ pub struct Context {
     pub stack_backoff: Backoff,
     pub release_backoff: Backoff,
     pub random: RandomSource,
+    /// The node-image gate between reading `metadata.yaml` and rendering.
+    pub gate: Gate,
     recorder: Recorder,
     listings: Mutex<HashMap<String, SourceListing>>,
     polls: Mutex<HashMap<String, StackPoll>>,
@@ -145,6 +157,7 @@ impl Context {
             stack_backoff: Backoff::new(settings.backoff, random.clone()),
             release_backoff: Backoff::new(settings.backoff, random.clone()),
             random,
+            gate: Gate::new(settings.providers.clone(), settings.gate.clone()),
             recorder,
             listings: Mutex::default(),
             polls: Mutex::default(),

@@ -14,6 +14,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
 use crate::apply::{ApplyOptions, ReleaseOwner};
+use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext};
 use crate::release::ReleaseId;
 use crate::render::{RenderContext, render_cluster_class};
 use crate::source::cache::FetchedRelease;
@@ -34,21 +35,6 @@ pub const CONTROLLER: &str = "clusterstackrelease";
 const DOWNLOAD_POLL: Duration = Duration::from_millis(500);
 /// How often a deletion waiting for Clusters looks again.
 const IN_USE_POLL: Duration = Duration::from_secs(5);
-
-/// The node-image provider gate: a seam for provider-specific work before the class is applied
-/// (building or uploading node images). It never blocks for now; the provider issue fills it in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GateOutcome {
-    /// Nothing to wait for: render and apply.
-    Proceed,
-    /// Provider work is running; the message is shown in status, and the release is looked at again.
-    Wait { message: String, recheck: Duration },
-}
-
-/// Runs the provider gate for a fetched release. A no-op until the provider issue lands.
-pub async fn provider_gate(_release: &ClusterStackRelease, _fetched: &FetchedRelease, _ctx: &Context) -> GateOutcome {
-    GateOutcome::Proceed
-}
 
 /// One reconcile pass of a ClusterStackRelease.
 pub async fn reconcile(release: Arc<ClusterStackRelease>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -82,9 +68,14 @@ async fn write_status(
     api: &Api<ClusterStackRelease>,
     release: &ClusterStackRelease,
     obs: &ReleaseObservation,
+    gate: Option<&GateOutcome>,
 ) -> Result<ClusterStackReleaseStatus, ReconcileError> {
     let now = Time(Timestamp::now());
-    let status = build_release_status(release.status.as_ref(), obs, &now);
+    let mut status = build_release_status(release.status.as_ref(), obs, &now);
+    if let Some(gate) = gate {
+        // The gate's `NodeImagesReady` condition and `nodeImages` (removed when there is no gate).
+        gate.record(&mut status, &now);
+    }
     if release.status.as_ref() != Some(&status) {
         let body = super::status_patch(release.status.as_ref(), &status)?;
         match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
@@ -130,8 +121,8 @@ async fn reconcile_inner(
         && release.status.as_ref().is_some_and(|s| s.ready)
     {
         let elapsed = now.duration_since(memo.applied_at).unsigned_abs();
-        if elapsed < ctx.settings.resync_interval {
-            return Ok(Action::requeue(ctx.settings.resync_interval - elapsed));
+        if elapsed < memo.valid_for {
+            return Ok(Action::requeue(memo.valid_for - elapsed));
         }
     }
 
@@ -139,21 +130,21 @@ async fn reconcile_inner(
         Ok(id) => id,
         Err(e) => {
             let message = format!("ClusterStackRelease name {tag:?} is not a release tag: {e}");
-            write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None)).await?;
+            write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None), None).await?;
             return Ok(Action::await_change());
         }
     };
 
-    let source = release_source(release, ctx).await?;
+    let (source, stack) = release_source(release, ctx).await?;
     let fetched = match fetch(release, ctx, key, &source, &tag).await? {
         Fetch::Ready(f) => f,
         Fetch::Running(progress) => {
-            write_status(&api, release, &observe(ReleaseStep::Downloading { progress }, None)).await?;
+            write_status(&api, release, &observe(ReleaseStep::Downloading { progress }, None), None).await?;
             return Ok(Action::requeue(DOWNLOAD_POLL));
         }
         Fetch::Failed(message) => {
             ctx.metrics.failed(CONTROLLER, reason::DOWNLOAD_FAILED);
-            write_status(&api, release, &observe(ReleaseStep::DownloadFailed { message }, None)).await?;
+            write_status(&api, release, &observe(ReleaseStep::DownloadFailed { message }, None), None).await?;
             return Ok(Action::requeue(ctx.release_backoff.failure(key)));
         }
     };
@@ -163,15 +154,37 @@ async fn reconcile_inner(
         Err(e) => {
             ctx.metrics.failed(CONTROLLER, reason::INVALID_METADATA);
             let message = format!("metadata.yaml of release {tag}: {e}");
-            write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None)).await?;
+            write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None), None).await?;
             return Ok(Action::requeue(ctx.release_backoff.failure(key)));
         }
     };
     let k8s = Some(metadata.versions.kubernetes.to_string());
 
-    if let GateOutcome::Wait { message, recheck } = provider_gate(release, &fetched, ctx).await {
-        write_status(&api, release, &observe(ReleaseStep::ProviderWork { message }, k8s)).await?;
-        return Ok(Action::requeue(recheck));
+    // The node-image gate (docs/providers.md): provider work before the class is usable.
+    let node_images = match fetched.asset_path(NODE_IMAGES_FILE).filter(|p| p.exists()) {
+        Some(path) => match NodeImagesFile::read(&path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                let message = format!("{NODE_IMAGES_FILE} of release {tag}: {e}");
+                write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, k8s), None).await?;
+                return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+            }
+        },
+        None => None,
+    };
+    let (no_provider, provider_ref) =
+        stack.as_ref().map_or((false, None), |s| (s.spec.no_provider, s.spec.provider_ref.clone()));
+    let gate_ctx = ReleaseContext::for_release(release, metadata.clone(), ctx.client.clone())
+        .map_err(|e| ReconcileError::Config(e.to_string()))?
+        .with_provider_ref(provider_ref)
+        .with_node_images(node_images);
+    let gate =
+        ctx.gate.check(&gate_ctx, no_provider, release.status.as_ref(), generation, &Time(Timestamp::now())).await;
+    if !gate.passed() {
+        let step = ReleaseStep::ProviderWork { message: gate.message.clone() };
+        write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
+        ctx.set_memo(key, None);
+        return Ok(gate.requeue_after.map_or_else(Action::await_change, Action::requeue));
     }
 
     let chart = fetched.cluster_class_chart_dir();
@@ -184,7 +197,7 @@ async fn reconcile_inner(
         Err(e) => {
             ctx.metrics.failed(CONTROLLER, reason::RENDER_FAILED);
             let message = format!("rendering the cluster class of {tag}: {e}");
-            write_status(&api, release, &observe(ReleaseStep::RenderFailed { message }, k8s)).await?;
+            write_status(&api, release, &observe(ReleaseStep::RenderFailed { message }, k8s), None).await?;
             return Ok(Action::requeue(ctx.release_backoff.failure(key)));
         }
     };
@@ -202,12 +215,14 @@ async fn reconcile_inner(
     let not_synced = report.inventory.len() as u64 - synced;
     ctx.metrics.applied_objects(&ns, &tag, synced, not_synced);
     let all_synced = report.all_synced();
-    let status =
-        write_status(&api, release, &observe(ReleaseStep::Applied { resources: report.inventory }, k8s)).await?;
+    let step = ReleaseStep::Applied { resources: report.inventory };
+    let status = write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
 
     if all_synced && status.ready {
-        ctx.set_memo(key, Some(ReleaseMemo { generation, applied_at: now }));
-        Ok(Action::requeue(jittered(ctx.settings.resync_interval, 0.1, &ctx.random)))
+        let next = jittered(ctx.settings.resync_interval, 0.1, &ctx.random);
+        let next = gate.requeue_after.map_or(next, |g| g.min(next));
+        ctx.set_memo(key, Some(ReleaseMemo { generation, applied_at: now, valid_for: next }));
+        Ok(Action::requeue(next))
     } else {
         ctx.metrics.failed(CONTROLLER, reason::APPLY_FAILED);
         ctx.set_memo(key, None);
@@ -215,22 +230,32 @@ async fn reconcile_inner(
     }
 }
 
-/// The source of the release's ClusterStack (its controller owner), else the operator's default.
-async fn release_source(release: &ClusterStackRelease, ctx: &Context) -> Result<AnySource, ReconcileError> {
+/// The release's ClusterStack (its controller owner), if it still exists.
+async fn owning_stack(release: &ClusterStackRelease, ctx: &Context) -> Result<Option<ClusterStack>, ReconcileError> {
     let owner = release.owner_references().iter().find(|o| o.kind == "ClusterStack" && o.controller == Some(true));
-    let spec = match owner {
+    match owner {
         Some(o) => {
             let stacks: Api<ClusterStack> =
                 Api::namespaced(ctx.client.clone(), &release.namespace().unwrap_or_default());
-            match stacks.get_opt(&o.name).await? {
-                Some(stack) => source_spec(&stack, ctx)?,
-                None => ctx.settings.default_source.clone(),
-            }
+            Ok(stacks.get_opt(&o.name).await?)
         }
+        None => Ok(None),
+    }
+}
+
+/// The source of the release's ClusterStack, else the operator's default; and the stack.
+async fn release_source(
+    release: &ClusterStackRelease,
+    ctx: &Context,
+) -> Result<(AnySource, Option<ClusterStack>), ReconcileError> {
+    let stack = owning_stack(release, ctx).await?;
+    let spec = match &stack {
+        Some(stack) => source_spec(stack, ctx)?,
         None => ctx.settings.default_source.clone(),
     };
     let ns = release.namespace().unwrap_or_default();
-    ctx.open_in(&spec, &ns).await.map_err(|e| ReconcileError::Config(e.to_string()))
+    let source = ctx.open_in(&spec, &ns).await.map_err(|e| ReconcileError::Config(e.to_string()))?;
+    Ok((source, stack))
 }
 
 enum Fetch {
@@ -325,7 +350,7 @@ async fn delete(
         let users = clusters_using(&usages, &id, &ns);
         if !users.is_empty() {
             let step = ReleaseStep::WaitingForClusters { class: id.class_name(), clusters: users };
-            write_status(api, release, &observe(step)).await?;
+            write_status(api, release, &observe(step), None).await?;
             return Ok(Action::requeue(IN_USE_POLL));
         }
     }
@@ -335,8 +360,20 @@ async fn delete(
         let failed: Vec<String> = report.failed.iter().map(|(k, e)| format!("{} {}: {e}", k.kind, k.name)).collect();
         let message = format!("could not delete {} object(s): {}", failed.len(), failed.join("; "));
         ctx.metrics.failed(CONTROLLER, reason::DELETING);
-        write_status(api, release, &observe(ReleaseStep::Deleting { message })).await?;
+        write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
         return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+    }
+    // The provider plug-in removes what it made (e.g. a provider operator's release object).
+    if let Ok(gate_ctx) = ReleaseContext::for_release(release, None, ctx.client.clone()) {
+        let stack = owning_stack(release, ctx).await?;
+        let (no_provider, provider_ref) =
+            stack.as_ref().map_or((false, None), |s| (s.spec.no_provider, s.spec.provider_ref.clone()));
+        if let Cleanup::InProgress { message, recheck_after } =
+            ctx.gate.cleanup(&gate_ctx.with_provider_ref(provider_ref), no_provider).await
+        {
+            write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
+            return Ok(Action::requeue(recheck_after));
+        }
     }
     let finalizers: Vec<&String> = release.finalizers().iter().filter(|f| *f != RELEASE_FINALIZER).collect();
     let body =
