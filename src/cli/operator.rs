@@ -3,7 +3,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::config::OperatorArgs;
+use crate::controller::config::{DEFAULT_SOURCE, OperatorArgs};
 use crate::controller::context::Settings;
 use crate::controller::run::{RunError, RunOptions, run as run_operator};
 use crate::provider::ProviderRegistry;
@@ -25,7 +25,7 @@ pub enum OperatorError {
 
 /// The controllers' settings from the command line.
 pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
-    let default_source = SourceSpec::from_crd(&args.default_source)?;
+    let default_source = default_source(args, |k| std::env::var(k).ok())?;
     let mut github = github_config_from_env(|k| std::env::var(k).ok());
     if let Some(token) = args.github_token.as_deref().filter(|t| !t.is_empty()) {
         github.token = Some(Token::new(token));
@@ -39,6 +39,21 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     // The built-in node-image plug-ins (docker) and the `providerRef` contract.
     settings.providers = ProviderRegistry::with_builtins(RegistryConfig::default());
     Ok(settings)
+}
+
+/// The source of stacks without `spec.source`: `--default-source`, else the Go
+/// operator's environment (`GIT_ORG_NAME`, `GIT_REPOSITORY_NAME`) so its
+/// Deployments switch without edits, else the Sovereign Cloud Stack repository.
+fn default_source(args: &OperatorArgs, env: impl Fn(&str) -> Option<String>) -> Result<SourceSpec, OperatorError> {
+    if let Some(spec) = &args.default_source {
+        return Ok(SourceSpec::from_crd(spec)?);
+    }
+    match SourceSpec::default_from_env(env)? {
+        github @ SourceSpec::GitHub { .. } => Ok(github),
+        // Without the Go variables the CLI default is the local `releases/`; an
+        // operator in a cluster has no such directory, so it follows the public repository.
+        SourceSpec::Dir { .. } => Ok(DEFAULT_SOURCE.parse()?),
+    }
 }
 
 /// Runs the operator until SIGTERM or SIGINT.
@@ -125,5 +140,19 @@ mod tests {
         assert_eq!(s.cache_dir, std::path::PathBuf::from("/tmp/cs"));
         assert_eq!(s.github.token.as_ref().map(Token::expose), Some("t0ken"));
         assert!(s.providers.get("docker").is_some(), "the built-in docker plug-in gates releases");
+    }
+
+    #[test]
+    fn the_go_operator_environment_picks_the_default_source() {
+        let w = Wrapper::try_parse_from(["operator"]).unwrap();
+        let go_env = |k: &str| match k {
+            "GIT_ORG_NAME" => Some("my-org".to_string()),
+            "GIT_REPOSITORY_NAME" => Some("my-stacks".to_string()),
+            _ => None,
+        };
+        assert_eq!(default_source(&w.args, go_env).unwrap().to_string(), "github:my-org/my-stacks");
+        assert_eq!(default_source(&w.args, |_| None).unwrap().to_string(), DEFAULT_SOURCE);
+        let explicit = Wrapper::try_parse_from(["operator", "--default-source", "dir:/srv/r"]).unwrap();
+        assert_eq!(default_source(&explicit.args, go_env).unwrap(), SourceSpec::dir("/srv/r"));
     }
 }

@@ -27,8 +27,10 @@ pub struct OperatorArgs {
     pub watch_namespace: Option<String>,
 
     /// The source of ClusterStacks without `spec.source`: `github:<owner>/<repo>` or `dir:<path>`.
-    #[arg(long, env = "CLUSTERSTACK_DEFAULT_SOURCE", default_value = DEFAULT_SOURCE, value_parser = parse_source)]
-    pub default_source: ReleaseSourceSpec,
+    /// Unset: the Go operator's `GIT_ORG_NAME`/`GIT_REPOSITORY_NAME` when both are set, else
+    /// `github:SovereignCloudStack/cluster-stacks`.
+    #[arg(long, env = "CLUSTERSTACK_DEFAULT_SOURCE", value_parser = parse_source)]
+    pub default_source: Option<ReleaseSourceSpec>,
 
     /// GitHub token for the default source (5,000 requests/hour instead of 60).
     #[arg(long, env = "CLUSTERSTACK_GITHUB_TOKEN", hide_env_values = true)]
