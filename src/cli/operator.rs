@@ -37,7 +37,10 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.resync_interval = args.resync_interval;
     settings.concurrency = args.concurrency;
     // The built-in node-image plug-ins (docker) and the `providerRef` contract.
-    settings.providers = ProviderRegistry::with_builtins(RegistryConfig::default());
+    let registries =
+        RegistryConfig { endpoints: args.registry_endpoints.clone().unwrap_or_default(), ..Default::default() };
+    settings.providers = ProviderRegistry::with_builtins(registries);
+    settings.gate.deadline = args.node_image_deadline;
     Ok(settings)
 }
 
@@ -129,6 +132,10 @@ mod tests {
             "/tmp/cs",
             "--github-token",
             "t0ken",
+            "--node-image-deadline",
+            "20m",
+            "--registry-endpoints",
+            "docker.io=http://127.0.0.1:5000",
         ])
         .unwrap();
         let s = settings(&w.args).unwrap();
@@ -140,6 +147,8 @@ mod tests {
         assert_eq!(s.cache_dir, std::path::PathBuf::from("/tmp/cs"));
         assert_eq!(s.github.token.as_ref().map(Token::expose), Some("t0ken"));
         assert!(s.providers.get("docker").is_some(), "the built-in docker plug-in gates releases");
+        assert_eq!(s.gate.deadline, Duration::from_secs(20 * 60));
+        assert!(Wrapper::try_parse_from(["operator", "--registry-endpoints", "docker.io"]).is_err());
     }
 
     #[test]

@@ -67,6 +67,17 @@ pub struct OperatorArgs {
     /// Namespace of the leader-election Lease; the pod's own namespace in a cluster.
     #[arg(long, env = "POD_NAMESPACE", default_value = "clusterstack-system")]
     pub leader_election_namespace: String,
+
+    /// How long a release may wait for its node images before its `NodeImagesReady`
+    /// condition says `TimedOut`.
+    #[arg(long, env = "CLUSTERSTACK_NODE_IMAGE_DEADLINE", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub node_image_deadline: Duration,
+
+    /// Base URLs of container registries for the `docker` plug-in, as
+    /// `HOST=URL[,HOST=URL...]` (e.g. `docker.io=https://mirror.example`); other hosts
+    /// are reached at `https://HOST`.
+    #[arg(long, env = "CLUSTERSTACK_REGISTRY_ENDPOINTS", value_parser = parse_registry_endpoints)]
+    pub registry_endpoints: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Why a source setting is not usable.
@@ -77,6 +88,11 @@ pub struct BadSource {
 }
 
 /// Parses `github:<owner>/<repo>` or `dir:<path>`.
+/// Parses `HOST=URL[,HOST=URL...]`.
+pub fn parse_registry_endpoints(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    crate::provider::oci::RegistryConfig::parse_endpoints(s)
+}
+
 pub fn parse_source(s: &str) -> Result<ReleaseSourceSpec, BadSource> {
     let bad = || BadSource { input: s.to_string() };
     if let Some(rest) = s.strip_prefix("github:") {
