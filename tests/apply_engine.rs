@@ -19,10 +19,16 @@ fn owner(tag: &str) -> ReleaseOwner {
     ReleaseOwner::new(tag, NS)
 }
 
-/// A server with the release namespace and the CAPI CRDs installed.
-async fn server_with_capi() -> ApiServer {
+/// A server with the release namespace.
+async fn server_with_namespace() -> ApiServer {
     let server = ApiServer::start().await;
     server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    server
+}
+
+/// A server with the release namespace and the CAPI CRDs installed.
+async fn server_with_capi() -> ApiServer {
+    let server = server_with_namespace().await;
     for crd in capi_crds() {
         server.put_object(serde_json::to_value(&crd).unwrap());
     }
@@ -173,8 +179,7 @@ async fn one_failing_object_leaves_the_rest_synced() {
 
 #[tokio::test]
 async fn a_crd_and_its_objects_in_one_apply() {
-    let server = ApiServer::start().await;
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    let server = server_with_namespace().await;
     // Established only after a while, so the engine has to wait for it.
     server.set_crd_establish_delay(Some(Duration::from_millis(300)));
     let applier = Applier::new(server.client());
@@ -205,8 +210,7 @@ async fn a_crd_and_its_objects_in_one_apply() {
 
 #[tokio::test]
 async fn a_crd_never_established_times_out_and_its_objects_fail() {
-    let server = ApiServer::start().await;
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    let server = server_with_namespace().await;
     server.set_crd_establish_delay(None);
     let applier = Applier::new(server.client());
     let mut objects: Vec<DynamicObject> = capi_crds()
@@ -288,8 +292,7 @@ async fn delete_all_removes_only_ours() {
 
 #[tokio::test]
 async fn prune_refuses_objects_without_our_labels_and_empty_renders() {
-    let server = ApiServer::start().await;
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    let server = server_with_namespace().await;
     let applier = Applier::new(server.client());
     let objects = vec![config_map("keep", None, &[]), config_map("mine", None, &[]), config_map("adopted", None, &[])];
     let opts = ApplyOptions::new(owner("r1"));
@@ -321,8 +324,7 @@ async fn prune_refuses_objects_without_our_labels_and_empty_renders() {
 
 #[tokio::test]
 async fn a_failed_prune_stays_in_the_inventory() {
-    let server = ApiServer::start().await;
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    let server = server_with_namespace().await;
     let applier = Applier::new(server.client());
     let first = applier
         .apply(&[config_map("a", None, &[]), config_map("b", None, &[])], &ApplyOptions::new(owner("r")))
@@ -343,8 +345,7 @@ async fn a_failed_prune_stays_in_the_inventory() {
 
 #[tokio::test]
 async fn namespaces_default_to_the_release_and_objects_keep_their_own() {
-    let server = ApiServer::start().await;
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    let server = server_with_namespace().await;
     let applier = Applier::new(server.client());
     let ns: DynamicObject = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "addons", "namespace": "bogus"}}),
@@ -367,8 +368,7 @@ async fn namespaces_default_to_the_release_and_objects_keep_their_own() {
 
 #[tokio::test]
 async fn objects_of_one_group_are_applied_concurrently_and_groups_in_order() {
-    let server = ApiServer::start().await;
-    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}));
+    let server = server_with_namespace().await;
     server.set_latency(Duration::from_millis(20));
     let applier = Applier::new(server.client()).with_concurrency(4);
     let mut objects: Vec<DynamicObject> = vec![
