@@ -1,13 +1,18 @@
 //! clusterstack: a declarative cluster-stack release manager for Kubernetes
 //! Cluster API.
 //!
-//! The modules follow the data's journey: [`api`] (the custom resources),
-//! [`release`] (names, versions, metadata), then the command line in [`cli`].
+//! The modules follow the data's journey: [`api`] (the custom resources and
+//! their conditions), [`release`] (names, versions, metadata), [`source`]
+//! (where releases come from, the verified cache), [`render`] (charts to
+//! objects), [`package`] (a stack source to a release), [`apply`] (objects to
+//! a cluster), [`provider`] (node images), [`controller`] (the reconcile
+//! loops), then the command line in [`cli`].
 
 pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod controller;
+pub mod package;
 pub mod provider;
 pub mod release;
 pub mod render;

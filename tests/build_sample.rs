@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use clusterstack::release::build::{BuildError, BuildOptions, build_release};
+use clusterstack::package::build::{BuildError, BuildOptions, build_release};
 use clusterstack::release::{ReleaseMetadata, StackVersion};
 
 fn root() -> PathBuf {

@@ -6,9 +6,9 @@ mod support;
 
 use std::sync::Arc;
 
+use clusterstack::api::conditions::{FALSE, TRUE, find};
 use clusterstack::api::{ClusterStackRelease, ClusterStackReleaseStatus, ObjectRef};
 use clusterstack::apply::{FIELD_MANAGER, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
-use clusterstack::controller::conditions::{FALSE, TRUE, find};
 use clusterstack::provider::{
     Cleanup, ExternalOperator, Gate, GateConfig, GateState, NODE_IMAGES_READY, NodeImageProvider, Progress,
     ProviderRegistry, ReleaseContext, reason,

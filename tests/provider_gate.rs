@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use clusterstack::api::conditions::{FALSE, TRUE, find};
 use clusterstack::api::{ClusterStackReleaseStatus, NodeImageStatus, ObjectRef};
-use clusterstack::controller::conditions::{FALSE, TRUE, find};
 use clusterstack::provider::{
     Cleanup, Gate, GateConfig, GateState, NODE_IMAGES_READY, NodeImageProvider, NodeImagesFile, Progress,
     ProviderError, ProviderRegistry, ReleaseContext, Report, reason,

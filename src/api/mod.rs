@@ -7,6 +7,7 @@ mod cluster_addon;
 mod cluster_stack;
 mod cluster_stack_release;
 mod common;
+pub mod conditions;
 mod crds;
 
 pub use cluster_addon::{ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, StageStatus};

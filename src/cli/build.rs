@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::package::build::{BuildOptions, build_release};
 use crate::release::StackVersion;
-use crate::release::build::{BuildOptions, build_release};
 
 use super::CliError;
 

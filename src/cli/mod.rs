@@ -60,7 +60,7 @@ pub enum CliError {
     #[error("could not serialise the CRDs to YAML")]
     CrdYaml(#[from] serde_saphyr::ser::Error),
     #[error(transparent)]
-    Build(#[from] crate::release::build::BuildError),
+    Build(#[from] crate::package::build::BuildError),
     #[error(transparent)]
     Render(#[from] crate::render::RenderError),
     #[error("{0}")]

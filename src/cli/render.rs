@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 use kube::api::DynamicObject;
 
-use crate::release::build::{cluster_addon_asset, cluster_class_asset};
+use crate::package::build::{cluster_addon_asset, cluster_class_asset};
 use crate::release::{METADATA_FILE, ReleaseId, ReleaseMetadata};
 use crate::render::{self, CHART_FILE, ClusterObjects, RenderContext};
 use crate::source::archive::{ExtractLimits, extract_tgz};

@@ -2,7 +2,7 @@
 //!
 //! - [`keep`]: which ClusterStackReleases a ClusterStack keeps, creates, deletes;
 //! - [`clusters`]: which releases the CAPI Clusters use;
-//! - [`conditions`], [`status`] and [`release_status`]: deterministic status, written only on change;
+//! - [`crate::api::conditions`], [`status`] and [`release_status`]: deterministic status, written only on change;
 //! - [`backoff`]: per-object exponential backoff and jittered polling;
 //! - [`metrics`] and [`serve`]: the Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
 //! - [`objects`]: the ClusterStackRelease objects a stack owns, and when to poll;
@@ -15,7 +15,7 @@
 
 pub mod backoff;
 pub mod clusters;
-pub mod conditions;
+
 pub mod config;
 pub mod context;
 pub mod keep;
@@ -61,7 +61,7 @@ impl ReconcileError {
     pub fn reason(&self) -> &'static str {
         match self {
             ReconcileError::Kube(_) => "KubeError",
-            ReconcileError::Apply(_) => conditions::reason::APPLY_FAILED,
+            ReconcileError::Apply(_) => crate::api::conditions::reason::APPLY_FAILED,
             ReconcileError::Config(_) => "InvalidConfig",
             ReconcileError::Serialize(_) => "SerializeFailed",
             ReconcileError::Task(_) => "TaskFailed",

@@ -22,11 +22,11 @@ use crate::source::{AnySource, FetchPolicy, ListedRelease, ReleaseSource};
 
 use super::backoff::jittered;
 use super::clusters::clusters_using;
-use super::conditions::reason;
 use super::context::{Context, DownloadState, ReleaseMemo};
 use super::release_status::{ReleaseObservation, ReleaseStep, build_release_status};
 use super::stack::{key_of, read_usages, source_spec};
 use super::{RELEASE_FINALIZER, ReconcileError, is_not_found};
+use crate::api::conditions::reason;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterstackrelease";

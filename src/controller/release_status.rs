@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{ClusterStackReleaseStatus, ResourceStatus, SyncStatus};
 
 use super::clusters::ClusterKey;
-use super::conditions::{APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, reason, set_condition};
 use super::status::{PHASE_APPLYING, PHASE_DELETING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED, PHASE_PROVIDER};
+use crate::api::conditions::{APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, reason, set_condition};
 
 /// How many failing objects a condition message names before summarising.
 const MAX_NAMED: usize = 3;
@@ -146,7 +146,7 @@ pub fn build_release_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::conditions::{find, is_true};
+    use crate::api::conditions::{find, is_true};
 
     fn time(s: &str) -> Time {
         Time(s.parse().unwrap())

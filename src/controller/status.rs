@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{ClusterStackRelease, ClusterStackReleaseSummary, ClusterStackStatus, Condition};
 use crate::release::ReleaseId;
 
-use super::conditions::{self, FALSE, READY, RELEASES_SYNCED, TRUE, condition, reason, set_condition};
 use super::keep::{Plan, version_order};
+use crate::api::conditions::{self, FALSE, READY, RELEASES_SYNCED, TRUE, condition, reason, set_condition};
 
 /// Phase: the release's assets are being fetched into the cache.
 pub const PHASE_DOWNLOADING: &str = "downloading release assets";

@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{Cleanup, NODE_IMAGES_READY, NodeImageProvider, Progress, ProviderError, ProviderRegistry, ReleaseContext};
 use super::{Report, reason};
+use crate::api::conditions::{FALSE, TRUE, condition, find, set_condition};
 use crate::api::{ClusterStackReleaseStatus, Condition, NodeImageStatus};
-use crate::controller::conditions::{FALSE, TRUE, condition, find, set_condition};
 
 /// How long a gate may wait for node images before its condition says it timed out.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(3600);

@@ -1,7 +1,6 @@
 //! The release model: a release's typed identity, its names, its version and
 //! its `metadata.yaml`.
 
-pub mod build;
 mod id;
 mod metadata;
 

@@ -14,6 +14,7 @@
 //! for duplicates and returned in apply order ([`sort_for_apply`]).
 
 mod engine;
+pub mod gotmpl;
 mod objects;
 
 use std::path::{Path, PathBuf};

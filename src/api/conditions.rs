@@ -6,7 +6,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::Condition;
+use super::Condition;
 
 /// Condition type: the object is usable.
 pub const READY: &str = "Ready";

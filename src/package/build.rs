@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Components, KubernetesVersion, METADATA_FILE, ReleaseId, ReleaseMetadata, StackVersion, Versions};
+use crate::release::{
+    Components, KubernetesVersion, METADATA_FILE, ReleaseId, ReleaseMetadata, StackVersion, Versions,
+};
 use crate::render::{self, ClusterObjects, RenderContext, RenderError};
 
 /// The build configuration of a stack source directory.

@@ -1,0 +1,4 @@
+//! Packaging: a stack's source directory, rendered as a check, becomes a
+//! release with the ecosystem's asset names and layout.
+
+pub mod build;

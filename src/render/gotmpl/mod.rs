@@ -1,0 +1,11 @@
+//! Go `text/template` with the Sprig library and Helm's functions, in Rust:
+//! the engine that renders Helm charts as `helm template` does.
+//!
+//! - `value`: Go values as templates see them (`Value`, `Object`).
+//! - `func`: the function interface (`Func`, `Signature`, `Host`, `FuncMap`).
+
+pub mod func;
+pub mod value;
+
+pub use func::{Func, FuncMap, Host, Param, Signature};
+pub use value::{FuncError, Map, Object, Value};
