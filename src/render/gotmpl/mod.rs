@@ -3,9 +3,20 @@
 //!
 //! - `value`: Go values as templates see them (`Value`, `Object`).
 //! - `func`: the function interface (`Func`, `Signature`, `Host`, `FuncMap`).
+//! - `lex`, `parse`: template text into trees; functions resolved at parse time.
+//! - `exec`: Go's execution semantics, with limits on work, output and depth.
+//! - `fmt`: Go's `fmt` verbs for values (`%v`, `printf`).
 
+mod exec;
+pub mod fmt;
 pub mod func;
+mod lex;
+mod parse;
 pub mod value;
 
+#[cfg(test)]
+mod tests;
+
+pub use exec::{ExecLimits, ExecOptions, MissingKey, TPL_NAME, TemplateError, TemplateErrorKind, Templates, execute};
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use value::{FuncError, Map, Object, Value};
