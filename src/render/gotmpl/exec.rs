@@ -31,7 +31,7 @@ impl Templates {
     pub fn add(&mut self, name: &str, text: &str, funcs: &FuncMap) -> Result<(), TemplateError> {
         let trees = parse(name, text, funcs).map_err(|e| {
             let (line, column) = line_col(text, e.pos);
-            TemplateError {
+            TemplateError::new(TemplateErrorDetail {
                 template: name.to_string(),
                 name: name.to_string(),
                 line,
@@ -40,7 +40,7 @@ impl Templates {
                 kind: TemplateErrorKind::Parse,
                 message: e.message,
                 trace: Vec::new(),
-            }
+            })
         })?;
         let map = Arc::make_mut(&mut self.trees);
         for tree in trees {
@@ -134,10 +134,34 @@ pub enum TemplateErrorKind {
     Limit,
 }
 
-/// A template failure and where it happened (the innermost template when it
-/// happened inside an `include`; `trace` lists the callers).
+/// A template failure: a boxed [`TemplateErrorDetail`] (its fields read
+/// through `Deref`), so results stay small on the engine's hot paths.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TemplateError {
+pub struct TemplateError(Box<TemplateErrorDetail>);
+
+impl TemplateError {
+    pub fn new(detail: TemplateErrorDetail) -> Self {
+        Self(Box::new(detail))
+    }
+}
+
+impl std::ops::Deref for TemplateError {
+    type Target = TemplateErrorDetail;
+    fn deref(&self) -> &TemplateErrorDetail {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for TemplateError {
+    fn deref_mut(&mut self) -> &mut TemplateErrorDetail {
+        &mut self.0
+    }
+}
+
+/// Where a template failed and why (the innermost template when it failed
+/// inside an `include`; `trace` lists the callers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateErrorDetail {
     /// The file the failing template was parsed from.
     pub template: String,
     /// The template being executed (a file or a `define`d name).
@@ -254,7 +278,16 @@ impl State<'_> {
             }
             None => (String::new(), String::new(), 0, 0, String::new()),
         };
-        TemplateError { template, name, line, column, context, kind, message: message.into(), trace: Vec::new() }
+        TemplateError::new(TemplateErrorDetail {
+            template,
+            name,
+            line,
+            column,
+            context,
+            kind,
+            message: message.into(),
+            trace: Vec::new(),
+        })
     }
 
     fn exec_err(&self, pos: usize, message: impl Into<String>) -> TemplateError {
@@ -279,7 +312,7 @@ impl State<'_> {
             let message = format!("no such template \"{name}\"");
             return Err(match call_pos {
                 Some(pos) => self.exec_err(pos, message),
-                None => TemplateError {
+                None => TemplateError::new(TemplateErrorDetail {
                     template: name.to_string(),
                     name: name.to_string(),
                     line: 0,
@@ -288,7 +321,7 @@ impl State<'_> {
                     kind: TemplateErrorKind::Exec,
                     message,
                     trace: Vec::new(),
-                },
+                }),
             });
         };
         if self.depth >= self.opts.limits.max_depth {

@@ -578,8 +578,8 @@ mod tests {
         );
         assert_eq!(s("%q", &[Value::str("a\"b\n")]), r#""a\"b\n""#);
         assert_eq!(
-            s("%.2f|%8.3f|%e|%g", &[Value::Float(3.14159), Value::Float(2.5), Value::Float(1234.5), Value::Float(1e6)]),
-            "3.14|   2.500|1.234500e+03|1e+06"
+            s("%.2f|%8.3f|%e|%g", &[Value::Float(1.23456), Value::Float(2.5), Value::Float(1234.5), Value::Float(1e6)]),
+            "1.23|   2.500|1.234500e+03|1e+06"
         );
         assert_eq!(s("%v %v", &[Value::Int(1)]), "1 %!v(MISSING)");
         assert_eq!(s("%v", &[Value::Int(1), Value::str("x")]), "1%!(EXTRA string=x)");

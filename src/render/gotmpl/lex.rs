@@ -97,9 +97,8 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             p += 2;
         }
         // A comment: `{{/* ... */}}`, optionally with trim markers.
-        let after_space = if left_trim { p } else { p };
-        if text[after_space..].starts_with("/*") {
-            let Some(end) = text[after_space + 2..].find("*/").map(|i| after_space + 2 + i + 2) else {
+        if text[p..].starts_with("/*") {
+            let Some(end) = text[p + 2..].find("*/").map(|i| p + 2 + i + 2) else {
                 return Err(LexError { pos: open, message: "unclosed comment".into() });
             };
             let rest = &text[end..];
@@ -386,7 +385,10 @@ fn lex_quote(text: &str, start: usize) -> Result<(String, usize), LexError> {
                         out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
                     }
                     _ => {
-                        return Err(LexError { pos: start, message: "invalid syntax: unknown escape in string".into() });
+                        return Err(LexError {
+                            pos: start,
+                            message: "invalid syntax: unknown escape in string".into(),
+                        });
                     }
                 }
             }
@@ -402,7 +404,10 @@ fn lex_char(text: &str, start: usize) -> Result<(u32, usize), LexError> {
         return Err(LexError { pos: start, message: "unterminated character constant".into() });
     };
     // `'\''` : the first quote found may be escaped.
-    let end = if rest.starts_with("\\'") { rest[2..].find('\'').map(|i| i + 2).unwrap_or(end) } else { end };
+    let end = match rest.strip_prefix("\\'") {
+        Some(tail) => tail.find('\'').map(|i| i + 2).unwrap_or(end),
+        None => end,
+    };
     let body = &rest[..end];
     let (s, _) = lex_quote(&format!("\"{}\"", body.replace("\\'", "'")), 0)?;
     let mut chars = s.chars();

@@ -17,6 +17,9 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
-pub use exec::{ExecLimits, ExecOptions, MissingKey, TPL_NAME, TemplateError, TemplateErrorKind, Templates, execute};
+pub use exec::{
+    ExecLimits, ExecOptions, MissingKey, TPL_NAME, TemplateError, TemplateErrorDetail, TemplateErrorKind, Templates,
+    execute,
+};
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use value::{FuncError, Map, Object, Value};

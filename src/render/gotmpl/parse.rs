@@ -183,7 +183,7 @@ impl From<LexError> for ParseError {
 }
 
 /// What ended a list of nodes.
-enum End {
+enum Stop {
     Eof,
     End(usize),
     Else(usize),
@@ -219,9 +219,9 @@ pub(crate) fn parse(name: &str, text: &str, funcs: &FuncMap) -> Result<Vec<Tree>
     };
     let (root, end) = p.list(true)?;
     match end {
-        End::Eof => {}
-        End::End(pos) => return Err(ParseError { pos, message: "unexpected {{end}}".into() }),
-        End::Else(pos) => return Err(ParseError { pos, message: "unexpected {{else}}".into() }),
+        Stop::Eof => {}
+        Stop::End(pos) => return Err(ParseError { pos, message: "unexpected {{end}}".into() }),
+        Stop::Else(pos) => return Err(ParseError { pos, message: "unexpected {{else}}".into() }),
     }
     let mut trees = vec![Tree { name: name.into(), parse_name: name.into(), text, root }];
     trees.append(&mut p.defines);
@@ -261,10 +261,10 @@ impl Parser<'_> {
 
     /// Parses nodes until EOF, `{{end}}` or `{{else}}` (the latter two consumed
     /// up to, not including, what follows the keyword).
-    fn list(&mut self, top: bool) -> Result<(Vec<Node>, End), ParseError> {
+    fn list(&mut self, top: bool) -> Result<(Vec<Node>, Stop), ParseError> {
         let mut nodes = Vec::new();
         loop {
-            let Some(tok) = self.next() else { return Ok((nodes, End::Eof)) };
+            let Some(tok) = self.next() else { return Ok((nodes, Stop::Eof)) };
             match tok.tok {
                 Tok::Text(t) => nodes.push(Node::Text(t)),
                 Tok::Open => {
@@ -277,11 +277,11 @@ impl Parser<'_> {
                         Some("end") => {
                             self.at += 1;
                             self.expect_close("end")?;
-                            return Ok((nodes, End::End(kw_pos)));
+                            return Ok((nodes, Stop::End(kw_pos)));
                         }
                         Some("else") => {
                             self.at += 1;
-                            return Ok((nodes, End::Else(kw_pos)));
+                            return Ok((nodes, Stop::Else(kw_pos)));
                         }
                         Some("if") => {
                             self.at += 1;
@@ -341,9 +341,9 @@ impl Parser<'_> {
             self.range_depth -= 1;
         }
         let els = match end {
-            End::Eof => return self.err(self.eof_pos, "unexpected EOF"),
-            End::End(_) => None,
-            End::Else(pos) => {
+            Stop::Eof => return self.err(self.eof_pos, "unexpected EOF"),
+            Stop::End(_) => None,
+            Stop::Else(pos) => {
                 // `{{else if ...}}` / `{{else with ...}}`: a nested control that
                 // shares this one's `{{end}}`.
                 let chained = match (ctl, self.peek()) {
@@ -359,9 +359,9 @@ impl Parser<'_> {
                     self.expect_close("else").map_err(|e| ParseError { pos, ..e })?;
                     let (els, end) = self.list(false)?;
                     match end {
-                        End::End(_) => {}
-                        End::Else(p) => return self.err(p, "expected end; found {{else}}"),
-                        End::Eof => return self.err(self.eof_pos, "unexpected EOF"),
+                        Stop::End(_) => {}
+                        Stop::Else(p) => return self.err(p, "expected end; found {{else}}"),
+                        Stop::Eof => return self.err(self.eof_pos, "unexpected EOF"),
                     }
                     Some(els)
                 }
@@ -401,9 +401,9 @@ impl Parser<'_> {
         let (root, end) = self.list(false)?;
         self.vars = saved;
         match end {
-            End::End(_) => {}
-            End::Else(p) => return self.err(p, "unexpected {{else}}"),
-            End::Eof => return self.err(pos, "unexpected EOF"),
+            Stop::End(_) => {}
+            Stop::Else(p) => return self.err(p, "unexpected {{else}}"),
+            Stop::Eof => return self.err(pos, "unexpected EOF"),
         }
         self.defines.push(Tree { name, parse_name: self.parse_name.clone(), text: self.text.clone(), root });
         Ok(())
@@ -416,9 +416,9 @@ impl Parser<'_> {
         let (root, end) = self.list(false)?;
         self.vars = saved;
         match end {
-            End::End(_) => {}
-            End::Else(p) => return self.err(p, "unexpected {{else}}"),
-            End::Eof => return self.err(pos, "unexpected EOF"),
+            Stop::End(_) => {}
+            Stop::Else(p) => return self.err(p, "unexpected {{else}}"),
+            Stop::Eof => return self.err(pos, "unexpected EOF"),
         }
         self.defines.push(Tree {
             name: name.clone(),
