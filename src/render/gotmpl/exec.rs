@@ -208,8 +208,18 @@ pub fn execute(
         Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
         None => rand::rngs::StdRng::from_os_rng(),
     };
-    let mut state =
-        State { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng, vars: Vec::new(), tree: None, nested: None };
+    let mut state = State {
+        set: set.clone(),
+        funcs,
+        opts,
+        steps: 0,
+        depth: 0,
+        rng,
+        vars: Vec::new(),
+        tree: None,
+        nested: None,
+        span: (0, 0),
+    };
     state.run_template(name, Step::from_value(data.clone()), None)
 }
 
@@ -265,6 +275,8 @@ struct State<'a> {
     /// A failure inside `include`/`tpl`, kept whole so the error names the
     /// innermost template rather than the call.
     nested: Option<TemplateError>,
+    /// The node being evaluated (start, end), named in error messages.
+    span: (usize, usize),
 }
 
 type R<T> = Result<T, TemplateError>;
@@ -274,7 +286,11 @@ impl State<'_> {
         let (template, name, line, column, context) = match &self.tree {
             Some(tree) => {
                 let (line, column) = tree.line_col(pos);
-                (tree.parse_name.to_string(), tree.name.to_string(), line, column, context_at(&tree.text, pos))
+                let context = match tree.text.get(self.span.0..self.span.1) {
+                    Some(s) if self.span.1 > self.span.0 && self.span.0 <= pos && pos <= self.span.1 => s.to_string(),
+                    _ => context_at(&tree.text, pos),
+                };
+                (tree.parse_name.to_string(), tree.name.to_string(), line, column, context)
             }
             None => (String::new(), String::new(), 0, 0, String::new()),
         };
@@ -540,13 +556,14 @@ impl State<'_> {
         self.step(cmd.pos)?;
         let first = &cmd.args[0];
         let rest = &cmd.args[1..];
+        self.span = if matches!(first.term, Term::Func(..)) { cmd.span } else { first.span };
         match &first.term {
             Term::Field(fields) => self.eval_chain(dot, dot.clone(), fields, rest, last, first.pos),
             Term::Chain(term, fields) => {
                 let recv = match &**term {
                     Term::Pipe(p) => self.eval_pipeline(dot, p)?,
                     other => {
-                        let arg = Arg { pos: first.pos, term: other.clone() };
+                        let arg = Arg { pos: first.pos, span: first.span, term: other.clone() };
                         self.eval_arg(dot, &arg, Param::Any)?
                     }
                 };
@@ -560,7 +577,7 @@ impl State<'_> {
                 }
                 self.eval_chain(dot, v, fields, rest, last, first.pos)
             }
-            Term::Func(name, f) => self.call(dot, name, f, rest, last, first.pos),
+            Term::Func(name, f) => self.call(dot, name, f, rest, last, first.pos, cmd.span),
             Term::Pipe(p) => {
                 self.not_a_function(rest, &last, "pipeline", first.pos)?;
                 self.eval_pipeline(dot, p)
@@ -717,6 +734,7 @@ impl State<'_> {
     /// Go's reflection does.
     fn eval_arg(&mut self, dot: &Step, arg: &Arg, param: Param) -> R<Step> {
         let pos = arg.pos;
+        self.span = arg.span;
         let value =
             match &arg.term {
                 Term::Num(n) => {
@@ -768,13 +786,15 @@ impl State<'_> {
                 Term::Chain(term, fields) => {
                     let recv = match &**term {
                         Term::Pipe(p) => self.eval_pipeline(dot, p)?,
-                        other => self.eval_arg(dot, &Arg { pos, term: other.clone() }, Param::Any)?,
+                        other => self.eval_arg(dot, &Arg { pos, span: arg.span, term: other.clone() }, Param::Any)?,
                     };
+                    self.span = arg.span;
                     self.eval_chain(dot, recv, fields, &[], None, pos)?
                 }
                 Term::Pipe(p) => self.eval_pipeline(dot, p)?,
-                Term::Func(name, f) => self.call(dot, name, f, &[], None, pos)?,
+                Term::Func(name, f) => self.call(dot, name, f, &[], None, pos, arg.span)?,
             };
+        self.span = arg.span;
         self.validate(value, param, pos)
     }
 
@@ -809,9 +829,24 @@ impl State<'_> {
         Err(self.exec_err(pos, format!("wrong type for value; expected {}; got {got}", param_type(param))))
     }
 
-    fn call(&mut self, dot: &Step, name: &str, f: &FuncRef, args: &[Arg], last: Option<Step>, pos: usize) -> R<Step> {
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &mut self,
+        dot: &Step,
+        name: &str,
+        f: &FuncRef,
+        args: &[Arg],
+        last: Option<Step>,
+        pos: usize,
+        span: (usize, usize),
+    ) -> R<Step> {
+        self.span = span;
         match f {
-            FuncRef::Builtin(b) => self.call_builtin(dot, name, *b, args, last, pos),
+            FuncRef::Builtin(b) => {
+                let r = self.call_builtin(dot, name, *b, args, last, pos, span);
+                self.span = span;
+                r
+            }
             FuncRef::User(func) => {
                 let sig = &func.signature;
                 let given = args.len() + usize::from(last.is_some());
@@ -827,6 +862,7 @@ impl State<'_> {
                 for (i, a) in args.iter().enumerate() {
                     values.push(self.eval_arg(dot, a, param_of(i))?.into_value());
                 }
+                self.span = span;
                 if let Some(l) = last {
                     let p = param_of(args.len());
                     values.push(self.validate(l, p, pos)?.into_value());
@@ -840,7 +876,7 @@ impl State<'_> {
         }
     }
 
-    fn eval_args_any(&mut self, dot: &Step, args: &[Arg], last: Option<Step>) -> R<Vec<Step>> {
+    fn eval_args_any(&mut self, dot: &Step, args: &[Arg], last: Option<Step>, span: (usize, usize)) -> R<Vec<Step>> {
         let mut values = Vec::with_capacity(args.len() + 1);
         for a in args {
             values.push(self.eval_arg(dot, a, Param::Any).map(|s| match s {
@@ -851,9 +887,11 @@ impl State<'_> {
         if let Some(l) = last {
             values.push(l);
         }
+        self.span = span;
         Ok(values)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn call_builtin(
         &mut self,
         dot: &Step,
@@ -862,6 +900,7 @@ impl State<'_> {
         args: &[Arg],
         last: Option<Step>,
         pos: usize,
+        span: (usize, usize),
     ) -> R<Step> {
         let given = args.len() + usize::from(last.is_some());
         let want_args = |min: usize, exact: bool| -> Result<(), String> {
@@ -891,12 +930,12 @@ impl State<'_> {
             }
             Builtin::Not => {
                 want_args(1, true).map_err(|m| self.exec_err(pos, m))?;
-                let v = self.eval_args_any(dot, args, last)?;
+                let v = self.eval_args_any(dot, args, last, span)?;
                 Ok(Step::Val(Value::Bool(!v[0].truth())))
             }
             Builtin::Len => {
                 want_args(1, true).map_err(|m| self.exec_err(pos, m))?;
-                let v = self.eval_args_any(dot, args, last)?;
+                let v = self.eval_args_any(dot, args, last, span)?;
                 let n = match &v[0] {
                     Step::Val(Value::String(s)) => s.len(),
                     Step::Val(Value::Bytes(b)) => b.len(),
@@ -913,16 +952,17 @@ impl State<'_> {
             }
             Builtin::Index => {
                 want_args(1, false).map_err(|m| self.exec_err(pos, m))?;
-                let v = self.eval_args_any(dot, args, last)?;
+                let v = self.eval_args_any(dot, args, last, span)?;
                 self.index(&v[0], &v[1..], pos)
             }
             Builtin::Slice => {
                 want_args(1, false).map_err(|m| self.exec_err(pos, m))?;
-                let v = self.eval_args_any(dot, args, last)?;
+                let v = self.eval_args_any(dot, args, last, span)?;
                 self.slice(&v[0], &v[1..], pos)
             }
             Builtin::Print | Builtin::Printf | Builtin::Println => {
-                let v: Vec<Value> = self.eval_args_any(dot, args, last)?.into_iter().map(Step::into_value).collect();
+                let v: Vec<Value> =
+                    self.eval_args_any(dot, args, last, span)?.into_iter().map(Step::into_value).collect();
                 let s = match b {
                     Builtin::Print => sprint(&v),
                     Builtin::Println => sprintln(&v),
@@ -942,7 +982,7 @@ impl State<'_> {
                 Ok(Step::Val(Value::str(s)))
             }
             Builtin::Eq | Builtin::Ne | Builtin::Lt | Builtin::Le | Builtin::Gt | Builtin::Ge => {
-                let v = self.eval_args_any(dot, args, last)?;
+                let v = self.eval_args_any(dot, args, last, span)?;
                 let result = match b {
                     Builtin::Eq => {
                         if v.len() < 2 {
@@ -982,7 +1022,8 @@ impl State<'_> {
                 Ok(Step::Val(Value::Bool(result)))
             }
             Builtin::Html | Builtin::Js | Builtin::Urlquery => {
-                let v: Vec<Value> = self.eval_args_any(dot, args, last)?.into_iter().map(Step::into_value).collect();
+                let v: Vec<Value> =
+                    self.eval_args_any(dot, args, last, span)?.into_iter().map(Step::into_value).collect();
                 let s = if v.len() == 1
                     && let Value::String(s) = &v[0]
                 {
@@ -1217,7 +1258,7 @@ fn go_eq(a: &Step, b: &Step) -> Result<bool, String> {
     let (ka, kb) = (basic_kind(a), basic_kind(b));
     if ka != kb {
         if ka != Kind::Invalid && kb != Kind::Invalid {
-            return Err("incompatible types for comparison".into());
+            return Err(format!("incompatible types for comparison: {} and {}", kind_type(a), kind_type(b)));
         }
         return Ok(false);
     }
@@ -1232,11 +1273,18 @@ fn go_eq(a: &Step, b: &Step) -> Result<bool, String> {
     })
 }
 
+fn kind_type(v: &Step) -> String {
+    match v {
+        Step::Invalid => "<nil>".into(),
+        Step::Val(v) => v.type_name(),
+    }
+}
+
 /// Go's `lt`.
 fn go_lt(a: &Step, b: &Step) -> Result<bool, String> {
     let (ka, kb) = (basic_kind(a), basic_kind(b));
     if ka != kb {
-        return Err("incompatible types for comparison".into());
+        return Err(format!("incompatible types for comparison: {} and {}", kind_type(a), kind_type(b)));
     }
     match (a, b) {
         (Step::Val(Value::Int(x) | Value::Int64(x)), Step::Val(Value::Int(y) | Value::Int64(y))) => Ok(x < y),

@@ -44,6 +44,11 @@ pub(crate) enum Tok {
 pub(crate) struct Token {
     pub tok: Tok,
     pub pos: usize,
+    /// The byte offset after the token.
+    pub end: usize,
+    /// The position Go reports for the node: for a field chain, its second
+    /// field (`.Values.x` is reported at `.x`); for `$v.a`, the first field.
+    pub go_pos: usize,
     /// Whether white space precedes the token inside an action (Go needs it
     /// to tell `.a .b` from `.a.b` and `(x) .a` from `(x).a`).
     pub space_before: bool,
@@ -80,7 +85,7 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
         }
         let Some(open) = open else {
             if !chunk.is_empty() {
-                tokens.push(Token { tok: Tok::Text(chunk.into()), pos, space_before: false });
+                tokens.push(Token { tok: Tok::Text(chunk.into()), pos, end: pos, go_pos: pos, space_before: false });
             }
             break;
         };
@@ -90,7 +95,7 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             chunk = chunk.trim_end_matches([' ', '\t', '\r', '\n']);
         }
         if !chunk.is_empty() {
-            tokens.push(Token { tok: Tok::Text(chunk.into()), pos, space_before: false });
+            tokens.push(Token { tok: Tok::Text(chunk.into()), pos, end: pos, go_pos: pos, space_before: false });
         }
         let mut p = open + 2;
         if left_trim {
@@ -117,7 +122,7 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
             pos = close;
             continue;
         }
-        tokens.push(Token { tok: Tok::Open, pos: open, space_before: false });
+        tokens.push(Token { tok: Tok::Open, pos: open, end: open + 2, go_pos: open, space_before: false });
         let (next, right_trim) = lex_action(text, p, &mut tokens)?;
         trim_next = right_trim;
         pos = next;
@@ -140,7 +145,13 @@ fn lex_action(text: &str, mut pos: usize, tokens: &mut Vec<Token>) -> Result<(us
         if is_space(c) {
             let ws_end = pos + bytes[pos..].iter().take_while(|b| is_space(**b)).count();
             if text[ws_end..].starts_with("-}}") {
-                tokens.push(Token { tok: Tok::Close, pos: ws_end, space_before: true });
+                tokens.push(Token {
+                    tok: Tok::Close,
+                    pos: ws_end,
+                    end: ws_end + 3,
+                    go_pos: ws_end,
+                    space_before: true,
+                });
                 return Ok((ws_end + 3, true));
             }
             pos = ws_end;
@@ -151,10 +162,11 @@ fn lex_action(text: &str, mut pos: usize, tokens: &mut Vec<Token>) -> Result<(us
             if paren_depth > 0 {
                 return Err(LexError { pos, message: "unclosed left paren".into() });
             }
-            tokens.push(Token { tok: Tok::Close, pos, space_before: space });
+            tokens.push(Token { tok: Tok::Close, pos, end: pos + 2, go_pos: pos, space_before: space });
             return Ok((pos + 2, false));
         }
         let tok_start = pos;
+        let mut go_pos = None;
         let tok = match c {
             b'|' => {
                 pos += 1;
@@ -211,7 +223,8 @@ fn lex_action(text: &str, mut pos: usize, tokens: &mut Vec<Token>) -> Result<(us
                     pos + 1 + text[pos + 1..].chars().take_while(|c| is_alnum(*c)).map(char::len_utf8).sum::<usize>();
                 let name: Arc<str> = text[pos..name_end].into();
                 pos = name_end;
-                let fields = lex_fields(text, &mut pos)?;
+                let (fields, positions) = lex_fields(text, &mut pos)?;
+                go_pos = positions.first().copied();
                 Tok::Var(name, fields)
             }
             b'.' => {
@@ -221,7 +234,8 @@ fn lex_action(text: &str, mut pos: usize, tokens: &mut Vec<Token>) -> Result<(us
                     Tok::Number(n.into())
                 } else {
                     let after_paren = matches!(tokens.last(), Some(Token { tok: Tok::RParen, .. })) && !space;
-                    let fields = lex_fields(text, &mut pos)?;
+                    let (fields, positions) = lex_fields(text, &mut pos)?;
+                    go_pos = positions.get(1).copied();
                     if fields.is_empty() {
                         pos += 1;
                         Tok::Dot
@@ -254,9 +268,15 @@ fn lex_action(text: &str, mut pos: usize, tokens: &mut Vec<Token>) -> Result<(us
                 // A field chain right after an identifier (`fn.x`) is an error in
                 // Go; after a word like `true.x` too. Lex it so the parser can say so.
                 if bytes.get(pos) == Some(&b'.') && bytes.get(pos + 1).is_some_and(|b| (*b as char).is_alphabetic()) {
-                    tokens.push(Token { tok, pos: tok_start, space_before: space });
-                    let fields = lex_fields(text, &mut pos)?;
-                    tokens.push(Token { tok: Tok::ChainFields(fields), pos: end, space_before: false });
+                    tokens.push(Token { tok, pos: tok_start, end, go_pos: tok_start, space_before: space });
+                    let (fields, _) = lex_fields(text, &mut pos)?;
+                    tokens.push(Token {
+                        tok: Tok::ChainFields(fields),
+                        pos: end,
+                        end: pos,
+                        go_pos: end,
+                        space_before: false,
+                    });
                     space = false;
                     continue;
                 }
@@ -264,16 +284,18 @@ fn lex_action(text: &str, mut pos: usize, tokens: &mut Vec<Token>) -> Result<(us
             }
         };
         // `(...)` followed by `.x` chains; record it via ChainFields above.
-        tokens.push(Token { tok, pos: tok_start, space_before: space });
+        tokens.push(Token { tok, pos: tok_start, end: pos, go_pos: go_pos.unwrap_or(tok_start), space_before: space });
         space = false;
     }
 }
 
 /// Reads `.a.b.c` at `pos` (which points to a `.`), returning the names.
-fn lex_fields(text: &str, pos: &mut usize) -> Result<Vec<Arc<str>>, LexError> {
+fn lex_fields(text: &str, pos: &mut usize) -> Result<(Vec<Arc<str>>, Vec<usize>), LexError> {
     let bytes = text.as_bytes();
     let mut fields = Vec::new();
+    let mut positions = Vec::new();
     while bytes.get(*pos) == Some(&b'.') {
+        positions.push(*pos);
         let start = *pos + 1;
         let len: usize = text[start..].chars().take_while(|c| is_alnum(*c)).map(char::len_utf8).sum();
         if len == 0 {
@@ -282,7 +304,8 @@ fn lex_fields(text: &str, pos: &mut usize) -> Result<Vec<Arc<str>>, LexError> {
         fields.push(text[start..start + len].into());
         *pos = start + len;
     }
-    Ok(fields)
+    positions.truncate(fields.len());
+    Ok((fields, positions))
 }
 
 fn lex_number(text: &str, start: usize) -> Result<(&str, usize), LexError> {

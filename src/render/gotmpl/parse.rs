@@ -102,7 +102,10 @@ pub(crate) enum Term {
 /// An operand and its position.
 #[derive(Clone)]
 pub(crate) struct Arg {
+    /// Where Go reports the node.
     pub pos: usize,
+    /// The node's text, for error messages.
+    pub span: (usize, usize),
     pub term: Term,
 }
 
@@ -110,6 +113,7 @@ pub(crate) struct Arg {
 #[derive(Clone)]
 pub(crate) struct Cmd {
     pub pos: usize,
+    pub span: (usize, usize),
     pub args: Vec<Arg>,
 }
 
@@ -499,7 +503,8 @@ impl Parser<'_> {
                             return self.err(tok.pos, "missing command");
                         }
                         if !args.is_empty() {
-                            cmds.push(Cmd { pos: cmd_pos, args });
+                            let span = (cmd_pos, args.last().map(|a: &Arg| a.span.1).unwrap_or(cmd_pos));
+                            cmds.push(Cmd { pos: cmd_pos, span, args });
                         }
                         return Ok(cmds);
                     }
@@ -508,7 +513,8 @@ impl Parser<'_> {
                         if args.is_empty() {
                             return self.err(tok.pos, "missing command");
                         }
-                        cmds.push(Cmd { pos: cmd_pos, args });
+                        let span = (cmd_pos, args.last().map(|a: &Arg| a.span.1).unwrap_or(cmd_pos));
+                        cmds.push(Cmd { pos: cmd_pos, span, args });
                         return Ok(cmds);
                     }
                     Tok::Pipe => {
@@ -516,7 +522,8 @@ impl Parser<'_> {
                         if args.is_empty() {
                             return self.err(tok.pos, "missing command");
                         }
-                        cmds.push(Cmd { pos: cmd_pos, args });
+                        let span = (cmd_pos, args.last().map(|a: &Arg| a.span.1).unwrap_or(cmd_pos));
+                        cmds.push(Cmd { pos: cmd_pos, span, args });
                         break;
                     }
                     _ => {
@@ -535,6 +542,8 @@ impl Parser<'_> {
     fn operand(&mut self, context: &str) -> Result<Arg, ParseError> {
         let Some(tok) = self.next() else { return self.err(self.eof_pos, "unexpected EOF") };
         let pos = tok.pos;
+        let go_pos = tok.go_pos;
+        let start = tok.pos;
         let term = match tok.tok {
             Tok::Dot => Term::Dot,
             Tok::Nil => Term::Nil,
@@ -571,18 +580,25 @@ impl Parser<'_> {
             }
             other => return self.err(pos, format!("unexpected {} in operand", describe(&other))),
         };
-        if let Some(Token { tok: Tok::ChainFields(fields), .. }) = self.peek() {
-            let fields = fields.clone();
+        let end = self.tokens.get(self.at.wrapping_sub(1)).map(|t| t.end).unwrap_or(start);
+        if let Some(Token { tok: Tok::ChainFields(fields), pos: chain_pos, end: chain_end, .. }) = self.peek() {
+            let (fields, chain_pos, chain_end) = (fields.clone(), *chain_pos, *chain_end);
             self.at += 1;
             match term {
                 Term::Func(name, _) => {
                     return self.err(pos, format!("unexpected . after term \"{name}\""));
                 }
                 Term::Nil => return self.err(pos, "nil is not a command"),
-                _ => return Ok(Arg { pos, term: Term::Chain(Box::new(term), fields) }),
+                _ => {
+                    return Ok(Arg {
+                        pos: chain_pos,
+                        span: (start, chain_end),
+                        term: Term::Chain(Box::new(term), fields),
+                    });
+                }
             }
         }
-        Ok(Arg { pos, term })
+        Ok(Arg { pos: go_pos, span: (start, end), term })
     }
 }
 

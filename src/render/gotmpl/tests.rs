@@ -118,7 +118,12 @@ fn missing_keys_follow_the_missingkey_option() {
     // With missingkey=zero (Helm), a field of a missing value fails.
     let e = fails("{{ .Values.nope.deeper }}");
     assert_eq!(e.message, "nil pointer evaluating interface {}.deeper");
-    assert_eq!((e.line, e.column), (1, 3));
+    // Go reports a field chain at its second field, and names the whole node.
+    assert_eq!((e.line, e.column, e.context.as_str()), (1, 10, ".Values.nope.deeper"));
+    let e = fails("y: {{ upper .Values.nope }}");
+    assert_eq!((e.column, e.context.as_str()), (19, ".Values.nope"));
+    let e = fails("y: {{ eq .Values.port 80 }}");
+    assert_eq!((e.column, e.context.as_str()), (6, "eq .Values.port 80"));
     // An explicit null fails in both modes.
     assert!(run_with("{{ .Values.nothing.x }}", &data(), MissingKey::Default).is_err());
     let e = run_with("{{ .Values.nope }}", &data(), MissingKey::Error).expect_err("strict");
@@ -225,7 +230,10 @@ fn eq_and_comparisons_follow_go_type_rules() {
     assert_eq!(run("{{ eq .Values.name \"web\" }} {{ eq 1 2 1 }} {{ ne 1 2 }}"), "true true true");
     assert_eq!(run("{{ eq .Values.port 80.0 }}"), "true");
     // Values are float64, a constant 80 is an int.
-    assert_eq!(fails("{{ eq .Values.port 80 }}").message, "error calling eq: incompatible types for comparison");
+    assert_eq!(
+        fails("{{ eq .Values.port 80 }}").message,
+        "error calling eq: incompatible types for comparison: float64 and int"
+    );
     assert_eq!(run("{{ eq .Values.nope \"x\" }}"), "false");
     assert_eq!(run("{{ lt 1 2 }} {{ le 2 2 }} {{ gt \"b\" \"a\" }} {{ ge 1.5 2.5 }}"), "true true true false");
     assert!(fails("{{ lt true false }}").message.contains("invalid type for comparison"));
