@@ -1,0 +1,1 @@
+//! Table tests of the template engine against Go's documented behaviour.
