@@ -397,9 +397,9 @@ impl Exec<'_> {
             }
             Value::Int(n) | Value::Int64(n) => {
                 if ndecl > 1 {
-                    return Err(self
-                        .err(cx, c.pos, &c.pipe, format!("can't use {n} to iterate over more than one variable"))
-                        .into());
+                    let last = c.pipe.cmds.last().map(|cmd| (cmd.pos, cmd as &dyn fmt::Display));
+                    let (pos, ctx) = last.unwrap_or((c.pos, &c.pipe));
+                    return Err(self.err(cx, pos, ctx, format!("can't use {n} to iterate over more than one variable")).into());
                 }
                 let is64 = matches!(val, Value::Int64(_));
                 for i in 0..*n {
@@ -409,9 +409,9 @@ impl Exec<'_> {
             }
             Value::Nil => {}
             other => {
-                return Err(self
-                    .err(cx, c.pos, &c.pipe, format!("range can't iterate over {}", super::fmt::format_value(other)))
-                    .into());
+                let last = c.pipe.cmds.last().map(|cmd| (cmd.pos, cmd as &dyn fmt::Display));
+                let (pos, ctx) = last.unwrap_or((c.pos, &c.pipe));
+                return Err(self.err(cx, pos, ctx, format!("range can't iterate over {}", super::fmt::format_value(other))).into());
             }
         }
         if !ran && let Some(e) = &c.else_list {

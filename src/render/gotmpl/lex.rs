@@ -279,12 +279,12 @@ impl<'a> Lexer<'a> {
                     true
                 }
                 ')' => {
-                    self.emit(Tok::RightParen);
                     self.paren_depth -= 1;
                     if self.paren_depth < 0 {
                         self.error("unexpected right paren".into());
                         return false;
                     }
+                    self.emit(Tok::RightParen);
                     true
                 }
                 c if is_alnum(c) => {

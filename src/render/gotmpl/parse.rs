@@ -340,6 +340,7 @@ fn describe(t: &Token, lex_error: &Option<String>) -> String {
         | Tok::Range
         | Tok::Nil
         | Tok::Template
+        | Tok::Dot
         | Tok::With => format!("<{}>", t.text),
         _ => {
             if t.text.chars().count() > 10 {
@@ -367,9 +368,7 @@ impl<'a> Parser<'a, '_> {
 
     fn next(&mut self) -> Token<'a> {
         let t = self.tokens[self.i.min(self.tokens.len() - 1)];
-        if self.i < self.tokens.len() - 1 {
-            self.i += 1;
-        }
+        self.i += 1;
         self.last_pos = t.pos;
         t
     }
@@ -861,14 +860,35 @@ fn parse_go_int(s: &str) -> Option<i64> {
 fn parse_go_float(s: &str) -> Option<f64> {
     let (neg, body) = split_sign(s);
     let body = strip_underscores(body)?;
-    if body.starts_with("0x") || body.starts_with("0X") {
-        return None;
+    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        let f = parse_hex_float(hex)?;
+        return Some(if neg { -f } else { f });
     }
     if body.is_empty() || !body.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         return None;
     }
     let f: f64 = body.parse().ok()?;
     Some(if neg { -f } else { f })
+}
+
+/// A hexadecimal float's mantissa and `p` exponent (after `0x`).
+fn parse_hex_float(s: &str) -> Option<f64> {
+    let (mant, exp) = s.split_once(['p', 'P'])?;
+    let exp: i32 = exp.parse().ok()?;
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut v = 0f64;
+    for c in int.chars() {
+        v = v * 16.0 + c.to_digit(16)? as f64;
+    }
+    let mut scale = 1.0 / 16.0;
+    for c in frac.chars() {
+        v += c.to_digit(16)? as f64 * scale;
+        scale /= 16.0;
+    }
+    Some(v * 2f64.powi(exp))
 }
 
 /// Go's `strconv.Unquote` for "…", `…` and '…'.
