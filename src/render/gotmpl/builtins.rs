@@ -271,7 +271,7 @@ pub fn eq(arg1: &Value, others: &[Value]) -> Result<bool, String> {
         let k2 = basic_kind(arg);
         let truth = if k1 != k2 {
             if !arg1.is_nil() && !arg.is_nil() {
-                return Err(BAD_COMPARISON.into());
+                return Err(format!("{BAD_COMPARISON}: {} and {}", arg1.type_name(), arg.type_name()));
             }
             false
         } else {
@@ -322,7 +322,7 @@ pub fn lt(a: &Value, b: &Value) -> Result<bool, String> {
         return Err(BAD_COMPARISON_TYPE.into());
     }
     if k1 != k2 {
-        return Err(BAD_COMPARISON.into());
+        return Err(format!("{BAD_COMPARISON}: {} and {}", a.type_name(), b.type_name()));
     }
     Ok(match k1 {
         Kind::Bool => return Err(BAD_COMPARISON_TYPE.into()),

@@ -115,7 +115,7 @@ pub fn execute(
     funcs: &FuncMap,
     opts: &ExecOptions,
 ) -> Result<String, TemplateError> {
-    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None };
+    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None, dot_kind: NilKind::Invalid };
     ex.run_named(name, data)
 }
 
@@ -141,6 +141,8 @@ struct Exec<'a> {
     steps: u64,
     depth: usize,
     rng: Option<rand::rngs::StdRng>,
+    /// The static type of dot (a range element is `interface {}`).
+    dot_kind: NilKind,
 }
 
 /// The template being executed.
@@ -149,10 +151,12 @@ struct Cx<'t> {
     name: &'t str,
 }
 
-type Vars = Vec<(Arc<str>, Value)>;
+type Vars = Vec<(Arc<str>, Value, NilKind)>;
 
-/// A value while evaluating a field chain: Go tells an invalid value (a
-/// missing key under the default option) from a nil interface.
+/// The static type of a value while evaluating: Go tells a concrete value
+/// (a pipeline's result; for nil: the invalid value of a missing key under
+/// the default option) from one typed `interface {}` (a map's element, a
+/// range's element), which matters for nil and for error messages.
 #[derive(PartialEq, Eq, Clone, Copy)]
 enum NilKind {
     Invalid,
@@ -194,8 +198,11 @@ impl Exec<'_> {
     fn run_tree(&mut self, tree: &Tree, name: &str, data: &Value) -> R<String> {
         let mut out = String::new();
         let cx = Cx { tree, name };
-        let mut vars: Vars = vec![(Arc::from("$"), data.clone())];
-        match self.walk_list(&cx, &mut vars, data, &tree.root, &mut out) {
+        let mut vars: Vars = vec![(Arc::from("$"), data.clone(), NilKind::Invalid)];
+        let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
+        let r = self.walk_list(&cx, &mut vars, data, &tree.root, &mut out);
+        self.dot_kind = saved_dot;
+        match r {
             Ok(()) => Ok(out),
             Err(Stop::Err(e)) => Err(e),
             // The parser keeps break/continue inside range.
@@ -298,8 +305,10 @@ impl Exec<'_> {
                 };
                 self.depth += 1;
                 let inner = Cx { tree: &tree, name };
-                let mut inner_vars: Vars = vec![(Arc::from("$"), new_dot.clone())];
+                let mut inner_vars: Vars = vec![(Arc::from("$"), new_dot.clone(), NilKind::Invalid)];
+                let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
                 let r = self.walk_list(&inner, &mut inner_vars, &new_dot, &tree.root, out);
+                self.dot_kind = saved_dot;
                 self.depth -= 1;
                 match r {
                     Err(Stop::Err(e)) => return Err(Stop::Err(e)),
@@ -317,7 +326,10 @@ impl Exec<'_> {
             let v = self.eval_pipeline(cx, vars, dot, &c.pipe)?;
             if v.is_true() {
                 if with {
-                    self.walk_list(cx, vars, &v, &c.list, out)
+                    let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
+                    let r = self.walk_list(cx, vars, &v, &c.list, out);
+                    self.dot_kind = saved_dot;
+                    r
                 } else {
                     self.walk_list(cx, vars, dot, &c.list, out)
                 }
@@ -343,6 +355,10 @@ impl Exec<'_> {
         let val = self.eval_pipeline(cx, vars, dot, &c.pipe)?;
         let ndecl = c.pipe.decl.len();
         let mut ran = false;
+        let elem_kind_of = match &val {
+            Value::List(_) | Value::Map(_) => NilKind::Interface,
+            _ => NilKind::Invalid,
+        };
         // One iteration: set the loop variables and walk the body.
         macro_rules! iterate {
             ($index:expr, $elem:expr) => {{
@@ -350,24 +366,30 @@ impl Exec<'_> {
                 self.step(cx, c.pos, &c.pipe)?;
                 let index: Value = $index;
                 let elem: Value = $elem;
+                let elem_kind: NilKind = elem_kind_of;
                 if ndecl > 0 {
                     if c.pipe.is_assign {
                         let name = if ndecl > 1 { &c.pipe.decl[0] } else { &c.pipe.decl[0] };
                         let v = if ndecl > 1 { index.clone() } else { elem.clone() };
-                        self.set_var(cx, vars, c.pipe.pos, &c.pipe, name, v)?;
+                        let k = if ndecl > 1 { NilKind::Invalid } else { NilKind::Interface };
+                        self.set_var(cx, vars, c.pipe.pos, &c.pipe, name, v, k)?;
                         if ndecl > 1 {
-                            self.set_var(cx, vars, c.pipe.pos, &c.pipe, &c.pipe.decl[1], elem.clone())?;
+                            self.set_var(cx, vars, c.pipe.pos, &c.pipe, &c.pipe.decl[1], elem.clone(), NilKind::Interface)?;
                         }
                     } else {
                         let n = vars.len();
                         vars[n - 1].1 = elem.clone();
+                        vars[n - 1].2 = NilKind::Interface;
                         if ndecl > 1 {
                             vars[n - 2].1 = index;
+                            vars[n - 2].2 = NilKind::Invalid;
                         }
                     }
                 }
                 let mark = vars.len();
+                let saved_dot = std::mem::replace(&mut self.dot_kind, elem_kind);
                 let r = self.walk_list(cx, vars, &elem, &c.list, out);
+                self.dot_kind = saved_dot;
                 vars.truncate(mark);
                 match r {
                     Ok(()) | Err(Stop::Continue) => {}
@@ -420,10 +442,12 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn set_var(&self, cx: &Cx, vars: &mut Vars, pos: u32, ctx: &dyn fmt::Display, name: &str, v: Value) -> R<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn set_var(&self, cx: &Cx, vars: &mut Vars, pos: u32, ctx: &dyn fmt::Display, name: &str, v: Value, k: NilKind) -> R<()> {
         for slot in vars.iter_mut().rev() {
             if &*slot.0 == name {
                 slot.1 = v;
+                slot.2 = k;
                 return Ok(());
             }
         }
@@ -438,9 +462,9 @@ impl Exec<'_> {
         let value = value.unwrap_or_default();
         for d in &pipe.decl {
             if pipe.is_assign {
-                self.set_var(cx, vars, pipe.pos, pipe, d, value.clone())?;
+                self.set_var(cx, vars, pipe.pos, pipe, d, value.clone(), NilKind::Invalid)?;
             } else {
-                vars.push((d.clone(), value.clone()));
+                vars.push((d.clone(), value.clone(), NilKind::Invalid));
             }
         }
         Ok(value)
@@ -459,11 +483,12 @@ impl Exec<'_> {
         let first = &cmd.args[0];
         match first {
             Arg::Field(pos, idents) => {
-                return self.eval_field_chain(cx, vars, dot, dot.clone(), NilKind::Invalid, *pos, first, idents, &cmd.args, fin);
+                let k = self.dot_kind;
+                return self.eval_field_chain(cx, vars, dot, dot.clone(), k, *pos, first, idents, &cmd.args, fin).map(|r| r.0);
             }
             Arg::Chain(pos, node, fields) => {
                 let recv = self.eval_chain_base(cx, vars, dot, node)?;
-                return self.eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, first, fields, &cmd.args, fin);
+                return self.eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, first, fields, &cmd.args, fin).map(|r| r.0);
             }
             Arg::Identifier(pos, name, callee) => {
                 return self.eval_function(cx, vars, dot, *pos, name, callee, cmd, &cmd.args[1..], fin);
@@ -473,12 +498,12 @@ impl Exec<'_> {
                 return self.eval_pipeline(cx, vars, dot, p);
             }
             Arg::Variable(pos, name, idents) => {
-                let v = self.var_value(cx, vars, *pos, first, name)?;
+                let (v, k) = self.var_value(cx, vars, *pos, first, name)?;
                 if idents.is_empty() {
                     self.not_a_function(cx, cmd, &fin)?;
                     return Ok(v);
                 }
-                return self.eval_field_chain(cx, vars, dot, v, NilKind::Invalid, *pos, first, idents, &cmd.args, fin);
+                return self.eval_field_chain(cx, vars, dot, v, k, *pos, first, idents, &cmd.args, fin).map(|r| r.0);
             }
             _ => {}
         }
@@ -510,10 +535,10 @@ impl Exec<'_> {
         Err(self.err(cx, pos, &t, format!("{t} overflows int")))
     }
 
-    fn var_value(&self, cx: &Cx, vars: &Vars, pos: u32, ctx: &dyn fmt::Display, name: &str) -> R<Value> {
-        for (n, v) in vars.iter().rev() {
+    fn var_value(&self, cx: &Cx, vars: &Vars, pos: u32, ctx: &dyn fmt::Display, name: &str) -> R<(Value, NilKind)> {
+        for (n, v, k) in vars.iter().rev() {
             if &**n == name {
-                return Ok(v.clone());
+                return Ok((v.clone(), *k));
             }
         }
         Err(self.err(cx, pos, ctx, format!("undefined variable: {name}")))
@@ -539,15 +564,14 @@ impl Exec<'_> {
         idents: &[Arc<str>],
         args: &[Arg],
         fin: Option<Value>,
-    ) -> R<Value> {
+    ) -> R<(Value, NilKind)> {
         let n = idents.len();
         for ident in &idents[..n - 1] {
             let (v, k) = self.eval_field(cx, vars, dot, pos, node, ident, &[], None, recv, nil_kind)?;
             recv = v;
             nil_kind = k;
         }
-        let (v, _) = self.eval_field(cx, vars, dot, pos, node, &idents[n - 1], args, fin, recv, nil_kind)?;
-        Ok(v)
+        self.eval_field(cx, vars, dot, pos, node, &idents[n - 1], args, fin, recv, nil_kind)
     }
 
     /// One field of a chain. `args` is the whole command (its first element
@@ -618,7 +642,8 @@ impl Exec<'_> {
                     };
                 }
                 if let Some(v) = o.field(name) {
-                    return Ok((v, NilKind::Interface));
+                    let k = if v.is_nil() { NilKind::Interface } else { NilKind::Invalid };
+                    return Ok((v, k));
                 }
                 match o.call(name, &[]) {
                     Some(Ok(v)) => Ok((v, NilKind::Interface)),
@@ -626,7 +651,10 @@ impl Exec<'_> {
                     None => Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {}", o.type_name()))),
                 }
             }
-            other => Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {}", other.type_name()))),
+            other => {
+                let t = if nil_kind == NilKind::Interface { "interface {}".to_string() } else { other.type_name() };
+                Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {t}")))
+            }
         }
     }
 
@@ -646,29 +674,48 @@ impl Exec<'_> {
     /// Evaluates an argument for an `interface{}` parameter.
     fn eval_arg_any(&mut self, cx: &Cx, vars: &mut Vars, dot: &Value, a: &Arg) -> R<Value> {
         match a {
+            Arg::Field(..) | Arg::Variable(..) | Arg::Chain(..) | Arg::Dot(_) => {
+                self.eval_arg_kind(cx, vars, dot, a).map(|r| r.0)
+            }
+            _ => self.eval_arg_simple(cx, vars, dot, a),
+        }
+    }
+
+    /// An argument with its static type (fields, variables, dot).
+    fn eval_arg_kind(&mut self, cx: &Cx, vars: &mut Vars, dot: &Value, a: &Arg) -> R<(Value, NilKind)> {
+        match a {
+            Arg::Dot(_) => Ok((dot.clone(), self.dot_kind)),
+            Arg::Field(pos, idents) => {
+                let k = self.dot_kind;
+                self.eval_field_chain(cx, vars, dot, dot.clone(), k, *pos, a, idents, std::slice::from_ref(a), None)
+            }
+            Arg::Variable(pos, name, idents) => {
+                let (v, k) = self.var_value(cx, vars, *pos, a, name)?;
+                if idents.is_empty() {
+                    return Ok((v, k));
+                }
+                self.eval_field_chain(cx, vars, dot, v, k, *pos, a, idents, std::slice::from_ref(a), None)
+            }
+            Arg::Chain(pos, node, fields) => {
+                let recv = self.eval_chain_base(cx, vars, dot, node)?;
+                self.eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, a, fields, std::slice::from_ref(a), None)
+            }
+            _ => Ok((self.eval_arg_simple(cx, vars, dot, a)?, NilKind::Invalid)),
+        }
+    }
+
+    fn eval_arg_simple(&mut self, cx: &Cx, vars: &mut Vars, dot: &Value, a: &Arg) -> R<Value> {
+        match a {
             Arg::Dot(_) => Ok(dot.clone()),
             Arg::Nil(_) => Ok(Value::Nil),
             Arg::Bool(_, b) => Ok(Value::Bool(*b)),
             Arg::Number(pos, n) => self.ideal_constant(cx, *pos, n),
             Arg::String(_, _, s) => Ok(Value::str(&**s)),
-            Arg::Field(pos, idents) => {
-                self.eval_field_chain(cx, vars, dot, dot.clone(), NilKind::Invalid, *pos, a, idents, std::slice::from_ref(a), None)
-            }
-            Arg::Variable(pos, name, idents) => {
-                let v = self.var_value(cx, vars, *pos, a, name)?;
-                if idents.is_empty() {
-                    return Ok(v);
-                }
-                self.eval_field_chain(cx, vars, dot, v, NilKind::Invalid, *pos, a, idents, std::slice::from_ref(a), None)
-            }
+            Arg::Field(..) | Arg::Variable(..) | Arg::Chain(..) => self.eval_arg_kind(cx, vars, dot, a).map(|r| r.0),
             Arg::Pipe(p) => self.eval_pipeline(cx, vars, dot, p),
             Arg::Identifier(pos, name, callee) => {
                 let cmd = Cmd { pos: *pos, args: Vec::new() };
                 self.eval_function_node(cx, vars, dot, *pos, name, callee, a, &cmd, &[], None)
-            }
-            Arg::Chain(pos, node, fields) => {
-                let recv = self.eval_chain_base(cx, vars, dot, node)?;
-                self.eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, a, fields, std::slice::from_ref(a), None)
             }
         }
     }
@@ -811,6 +858,15 @@ impl Exec<'_> {
                         v = f;
                     }
                     return Ok(v);
+                }
+                if *b == Builtin::Len
+                    && let Some(a) = args.first()
+                {
+                    let (v, k) = self.eval_arg_kind(cx, vars, dot, a)?;
+                    if v.is_nil() && k == NilKind::Interface {
+                        return Err(self.err(cx, pos, ctx, format!("error calling {name}: len of nil pointer")));
+                    }
+                    return b.call(&[v]).map_err(|m| self.err(cx, pos, ctx, format!("error calling {name}: {m}")));
                 }
                 let mut argv = Vec::with_capacity(num_in);
                 for (i, a) in args.iter().enumerate() {

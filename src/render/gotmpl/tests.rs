@@ -197,8 +197,13 @@ fn missing_keys_per_option() {
 #[test]
 fn field_errors() {
     err(&[
-        ("{{.str.x}}", "template: t:1:6: executing \"t\" at <.str.x>: can't evaluate field x in type string"),
-        ("{{.list.x}}", "template: t:1:7: executing \"t\" at <.list.x>: can't evaluate field x in type []interface {}"),
+        ("{{.str.x}}", "template: t:1:6: executing \"t\" at <.str.x>: can't evaluate field x in type interface {}"),
+        ("{{.list.x}}", "template: t:1:7: executing \"t\" at <.list.x>: can't evaluate field x in type interface {}"),
+        ("{{$x := \"s\"}}{{$x.y}}", "template: t:1:17: executing \"t\" at <$x.y>: can't evaluate field y in type string"),
+        ("{{with .str}}{{.y}}{{end}}", "template: t:1:15: executing \"t\" at <.y>: can't evaluate field y in type string"),
+        ("{{range $i, $e := .list}}{{$e.x}}{{end}}", "template: t:1:29: executing \"t\" at <$e.x>: can't evaluate field x in type interface {}"),
+        ("{{range .list}}{{.x}}{{end}}", "template: t:1:17: executing \"t\" at <.x>: can't evaluate field x in type interface {}"),
+        ("{{range .list}}{{len .}}{{end}}{{range (list nil)}}{{len .}}{{end}}", "template: t:1:53: executing \"t\" at <len .>: error calling len: len of nil pointer"),
         ("{{.map.a 1}}", "template: t:1:6: executing \"t\" at <.map.a>: a is not a method but has arguments"),
         ("{{.str 1}}", "template: t:1:2: executing \"t\" at <.str>: str is not a method but has arguments"),
         ("{{$x := 1}}{{$x 2}}", "template: t:1:13: executing \"t\" at <$x>: can't give argument to non-function $x"),
@@ -394,9 +399,9 @@ fn comparisons() {
         ("{{lt 1 2}} {{le 2 2}} {{gt \"b\" \"a\"}} {{ge 1.5 2.5}} {{lt .n 4.0}}", "true true true false true"),
     ]);
     err(&[
-        ("{{eq .n 3}}", "template: t:1:2: executing \"t\" at <eq .n 3>: error calling eq: incompatible types for comparison"),
-        ("{{eq 1 \"1\"}}", "template: t:1:2: executing \"t\" at <eq 1 \"1\">: error calling eq: incompatible types for comparison"),
-        ("{{lt 1 1.5}}", "template: t:1:2: executing \"t\" at <lt 1 1.5>: error calling lt: incompatible types for comparison"),
+        ("{{eq .n 3}}", "template: t:1:2: executing \"t\" at <eq .n 3>: error calling eq: incompatible types for comparison: float64 and int"),
+        ("{{eq 1 \"1\"}}", "template: t:1:2: executing \"t\" at <eq 1 \"1\">: error calling eq: incompatible types for comparison: int and string"),
+        ("{{lt 1 1.5}}", "template: t:1:2: executing \"t\" at <lt 1 1.5>: error calling lt: incompatible types for comparison: int and float64"),
         ("{{lt true false}}", "template: t:1:2: executing \"t\" at <lt true false>: error calling lt: invalid type for comparison"),
         ("{{lt nil 1}}", "template: t:1:2: executing \"t\" at <lt nil 1>: error calling lt: invalid type for comparison"),
         ("{{eq .list .list}}", "template: t:1:2: executing \"t\" at <eq .list .list>: error calling eq: non-comparable type [a b c]: []interface {}"),
@@ -417,6 +422,8 @@ fn len_index_slice() {
     err(&[
         ("{{len 3}}", "template: t:1:2: executing \"t\" at <len 3>: error calling len: len of type int"),
         ("{{len .missing}}", "template: t:1:2: executing \"t\" at <len .missing>: error calling len: reflect: call of reflect.Value.Type on zero Value"),
+        ("{{len .nothing}}", "template: t:1:2: executing \"t\" at <len .nothing>: error calling len: len of nil pointer"),
+        ("{{$v := .missing}}{{len $v}}", "template: t:1:20: executing \"t\" at <len $v>: error calling len: reflect: call of reflect.Value.Type on zero Value"),
         ("{{index .missing \"a\"}}", "template: t:1:2: executing \"t\" at <index .missing \"a\">: error calling index: index of untyped nil"),
         ("{{index .map \"zz\" \"y\"}}", "template: t:1:2: executing \"t\" at <index .map \"zz\" \"y\">: error calling index: index of nil pointer"),
         ("{{index .list 5}}", "template: t:1:2: executing \"t\" at <index .list 5>: error calling index: index out of range: 5"),
@@ -487,7 +494,7 @@ fn include_tpl_and_host() {
     err(&[
         ("{{include \"nope\" .}}", "template: t:1:2: executing \"t\" at <include \"nope\" .>: error calling include: template: no template \"nope\" associated with template \"gotpl\""),
         ("{{tpl \"{{ nope }}\" .}}", "template: t:1:2: executing \"t\" at <tpl \"{{ nope }}\" .>: error calling tpl: cannot parse template \"{{ nope }}\": template: gotpl:1: function \"nope\" not defined"),
-        ("{{tpl \"{{ .str.x }}\" .}}", "template: t:1:2: executing \"t\" at <tpl \"{{ .str.x }}\" .>: error calling tpl: error during tpl function execution for \"{{ .str.x }}\": template: gotpl:1:7: executing \"gotpl\" at <.str.x>: can't evaluate field x in type string"),
+        ("{{tpl \"{{ .str.x }}\" .}}", "template: t:1:2: executing \"t\" at <tpl \"{{ .str.x }}\" .>: error calling tpl: error during tpl function execution for \"{{ .str.x }}\": template: gotpl:1:7: executing \"gotpl\" at <.str.x>: can't evaluate field x in type interface {}"),
     ]);
     // A template defined by tpl is not visible afterwards.
     assert!(run("{{tpl \"{{define \\\"z\\\"}}Z{{end}}\" .}}{{include \"z\" .}}").is_err());
