@@ -272,23 +272,19 @@ fn hook_of(doc: &str) -> Option<String> {
 
 fn template_error(label: &str, e: &gotmpl::TemplateError) -> RenderError {
     // Helm's names start with the chart's own name; the label says where the chart is.
-    let inner = e.template.split_once('/').map(|(_, rest)| rest).unwrap_or(&e.template);
+    // The innermost template is where the author has to look; Go's full
+    // message (with the including templates) follows.
+    let (template, line, detail) = e.innermost();
+    let inner = template.split_once('/').map(|(_, rest)| rest).unwrap_or(template);
     let file = format!("{label}/{inner}");
-    let mut message = match e.kind {
+    let message = match e.kind {
         TemplateErrorKind::Parse => format!("parse error: {}", e.message),
-        TemplateErrorKind::Fail => format!("execution error: {}", e.message),
-        _ if e.context.is_empty() => e.message.clone(),
-        _ => format!("executing \"{}\" at <{}>: {}", e.name, e.context, e.message),
+        TemplateErrorKind::Fail => format!("execution error: {detail}"),
+        TemplateErrorKind::Limit => format!("limit reached: {detail}"),
+        _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
+        _ => e.message.clone(),
     };
-    for t in &e.trace {
-        message.push_str(&format!(" (included from {t})"));
-    }
-    match e.kind {
-        TemplateErrorKind::Limit => {
-            RenderError::Template { file, line: e.line, message: format!("limit reached: {message}") }
-        }
-        _ => RenderError::Template { file, line: e.line, message },
-    }
+    RenderError::Template { file, line, message }
 }
 
 /// YAML for a map of strings as Helm's `toYaml` writes it (for
