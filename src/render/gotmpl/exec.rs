@@ -416,6 +416,11 @@ impl Exec<'_> {
         out: &mut String,
     ) -> Result<(), Stop> {
         let val = self.eval_pipeline(cx, vars, dot, &c.pipe)?;
+        // A slice or map type with methods (Helm's APIVersions) ranges as its elements.
+        let val = match &val {
+            Value::Object(o) => o.elements().unwrap_or(val),
+            _ => val,
+        };
         let ndecl = c.pipe.decl.len();
         let mut ran = false;
         let elem_kind_of = match &val {

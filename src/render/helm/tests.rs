@@ -157,7 +157,7 @@ fn capabilities_release_and_chart_objects() {
             ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\nappVersion: \"2.1\"\n"),
             (
                 "templates/t.yaml",
-                "kv: {{ .Capabilities.KubeVersion }} {{ .Capabilities.KubeVersion.Minor }}\nhas: {{ .Capabilities.APIVersions.Has \"apps/v1\" }} {{ .Capabilities.APIVersions.Has \"x.io/v1\" }}\nrel: {{ .Release }}\nchart: {{ .Chart.Name }} {{ .Chart.AppVersion }} {{ .Chart.Home }}|\n",
+                "kv: {{ .Capabilities.KubeVersion }} {{ .Capabilities.KubeVersion.Minor }}\nhas: {{ .Capabilities.APIVersions.Has \"apps/v1\" }} {{ .Capabilities.APIVersions.Has \"x.io/v1\" }} {{ len .Capabilities.APIVersions }} {{ range .Capabilities.APIVersions }}{{ if eq . \"x.io/v1\" }}{{ . }}{{ end }}{{ end }}\nrel: {{ .Release }}\nchart: {{ .Chart.Name }} {{ .Chart.AppVersion }} {{ .Chart.Home }}|\n",
             ),
         ],
     );
@@ -167,7 +167,7 @@ fn capabilities_release_and_chart_objects() {
     let out = contents(&render(dir.path(), &opts));
     assert_eq!(
         out[0],
-        "kv: v1.30.2 30\nhas: true true\nrel: map[IsInstall:true IsUpgrade:false Name:r Namespace:n Revision:1 Service:Helm]\nchart: c 2.1 |"
+        "kv: v1.30.2 30\nhas: true true 58 x.io/v1\nrel: map[IsInstall:true IsUpgrade:false Name:r Namespace:n Revision:1 Service:Helm]\nchart: c 2.1 |"
     );
 }
 
