@@ -277,9 +277,9 @@ impl Exec<'_> {
                     self.check_output(cx, pipe.pos, pipe, out)?;
                 }
             }
-            Node::If(c) => self.walk_if_with(cx, vars, dot, c, false, out)?,
-            Node::With(c) => self.walk_if_with(cx, vars, dot, c, true, out)?,
-            Node::Range(c) => self.walk_range(cx, vars, dot, c, out)?,
+            Node::If(c) => grow(|| self.walk_if_with(cx, vars, dot, c, false, out))?,
+            Node::With(c) => grow(|| self.walk_if_with(cx, vars, dot, c, true, out))?,
+            Node::Range(c) => grow(|| self.walk_range(cx, vars, dot, c, out))?,
             Node::Break => return Err(Stop::Break),
             Node::Continue => return Err(Stop::Continue),
             Node::Template { pos, name, pipe } => {
@@ -307,7 +307,7 @@ impl Exec<'_> {
                 let inner = Cx { tree: &tree, name };
                 let mut inner_vars: Vars = vec![(Arc::from("$"), new_dot.clone(), NilKind::Invalid)];
                 let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
-                let r = self.walk_list(&inner, &mut inner_vars, &new_dot, &tree.root, out);
+                let r = grow(|| self.walk_list(&inner, &mut inner_vars, &new_dot, &tree.root, out));
                 self.dot_kind = saved_dot;
                 self.depth -= 1;
                 match r {
@@ -495,7 +495,7 @@ impl Exec<'_> {
             }
             Arg::Pipe(p) => {
                 self.not_a_function(cx, cmd, &fin)?;
-                return self.eval_pipeline(cx, vars, dot, p);
+                return grow(|| self.eval_pipeline(cx, vars, dot, p));
             }
             Arg::Variable(pos, name, idents) => {
                 let (v, k) = self.var_value(cx, vars, *pos, first, name)?;
@@ -712,7 +712,7 @@ impl Exec<'_> {
             Arg::Number(pos, n) => self.ideal_constant(cx, *pos, n),
             Arg::String(_, _, s) => Ok(Value::str(&**s)),
             Arg::Field(..) | Arg::Variable(..) | Arg::Chain(..) => self.eval_arg_kind(cx, vars, dot, a).map(|r| r.0),
-            Arg::Pipe(p) => self.eval_pipeline(cx, vars, dot, p),
+            Arg::Pipe(p) => grow(|| self.eval_pipeline(cx, vars, dot, p)),
             Arg::Identifier(pos, name, callee) => {
                 let cmd = Cmd { pos: *pos, args: Vec::new() };
                 self.eval_function_node(cx, vars, dot, *pos, name, callee, a, &cmd, &[], None)
@@ -911,8 +911,7 @@ impl Exec<'_> {
                     let p = param_at(num_in - 1);
                     argv.push(self.validate(cx, pos, ctx, v, p)?);
                 }
-                let body = f.body.clone();
-                match body(self, &argv) {
+                match (f.body)(self, &argv) {
                     Ok(v) => Ok(v),
                     Err(e) => Err(self.func_error(cx, pos, ctx, name, e)),
                 }
@@ -936,7 +935,7 @@ impl Exec<'_> {
             )));
         }
         self.depth += 1;
-        let r = self.run_tree(tree, name, data);
+        let r = grow(|| self.run_tree(tree, name, data));
         self.depth -= 1;
         r.map_err(|e| match e.kind {
             TemplateErrorKind::Fail => FuncError::Fail(e.to_string()),
@@ -944,6 +943,13 @@ impl Exec<'_> {
             _ => FuncError::Message(e.to_string()),
         })
     }
+}
+
+/// Runs `f` on a fresh stack segment when the current one runs low, so
+/// recursion through `template`/`include`/`tpl` ends at `max_depth`, never
+/// in a stack overflow.
+pub(crate) fn grow<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, f)
 }
 
 /// The `{{template "x" .}}` form Go shows in errors.

@@ -521,6 +521,10 @@ impl<'a> Parser<'a, '_> {
     }
 
     fn control(&mut self, context: &'static str) -> PResult<Control> {
+        super::exec::grow(|| self.control_inner(context))
+    }
+
+    fn control_inner(&mut self, context: &'static str) -> PResult<Control> {
         let nvars = self.vars.len();
         let pipe = self.pipeline(context, Tok::RightDelim)?;
         if context == "range" {
@@ -738,7 +742,7 @@ impl<'a> Parser<'a, '_> {
                 Arg::Number(pos, Box::new(n))
             }
             Tok::LeftParen => {
-                let p = self.pipeline("parenthesized pipeline", Tok::RightParen)?;
+                let p = super::exec::grow(|| self.pipeline("parenthesized pipeline", Tok::RightParen))?;
                 Arg::Pipe(Box::new(p))
             }
             Tok::String | Tok::RawString => {

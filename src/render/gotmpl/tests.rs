@@ -603,3 +603,26 @@ fn templates_are_send_sync_and_cheap_to_clone() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
     assert_send_sync::<Templates>();
 }
+
+#[test]
+fn default_depth_limit_fits_a_test_thread_stack() {
+    // include → tpl → template recursion to the default limit must fail
+    // cleanly, not overflow a 2 MiB thread stack.
+    for text in [
+        "{{define \"r\"}}{{include \"r\" .}}{{end}}{{include \"r\" .}}",
+        "{{define \"r\"}}{{template \"r\" .}}{{end}}{{template \"r\" .}}",
+        "{{define \"r\"}}{{if true}}{{range list 1}}{{with .}}{{tpl \"{{include \\\"r\\\" .}}\" .}}{{end}}{{end}}{{end}}{{end}}{{include \"r\" .}}",
+    ] {
+        let e = run(text).unwrap_err();
+        assert!(e.contains("exceeded maximum template depth"), "{e}");
+    }
+}
+
+#[test]
+fn deep_nesting_in_one_template_does_not_overflow() {
+    let n = 3000;
+    let text = format!("{}1{}", "{{if true}}".repeat(n), "{{end}}".repeat(n));
+    assert_eq!(run(&text).unwrap(), "1");
+    let text = format!("{{{{{}1{}}}}}", "(".repeat(n), ")".repeat(n));
+    assert_eq!(run(&text).unwrap(), "1");
+}
