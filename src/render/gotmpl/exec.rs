@@ -115,7 +115,7 @@ pub fn execute(
     funcs: &FuncMap,
     opts: &ExecOptions,
 ) -> Result<String, TemplateError> {
-    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None, dot_kind: NilKind::Invalid };
+    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None, dot_kind: NilKind::Invalid, fail_detail: None };
     ex.run_named(name, data)
 }
 
@@ -143,6 +143,9 @@ struct Exec<'a> {
     rng: Option<rand::rngs::StdRng>,
     /// The static type of dot (a range element is `interface {}`).
     dot_kind: NilKind,
+    /// The author's message of a `fail` inside `include`/`tpl`, carried out
+    /// to the outermost error's `detail`.
+    fail_detail: Option<String>,
 }
 
 /// The template being executed.
@@ -658,7 +661,7 @@ impl Exec<'_> {
         }
     }
 
-    fn func_error(&self, cx: &Cx, pos: u32, ctx: &dyn fmt::Display, name: &str, e: FuncError) -> Box<TemplateError> {
+    fn func_error(&mut self, cx: &Cx, pos: u32, ctx: &dyn fmt::Display, name: &str, e: FuncError) -> Box<TemplateError> {
         let (kind, msg) = match e {
             FuncError::Message(m) => (TemplateErrorKind::Exec, m),
             FuncError::Fail(m) => (TemplateErrorKind::Fail, m),
@@ -666,7 +669,7 @@ impl Exec<'_> {
         };
         let mut err = self.error_at(cx, pos, ctx, kind, format!("error calling {name}: {msg}"));
         if kind == TemplateErrorKind::Fail {
-            err.detail = msg;
+            err.detail = self.fail_detail.take().unwrap_or(msg);
         }
         err
     }
@@ -938,7 +941,10 @@ impl Exec<'_> {
         let r = grow(|| self.run_tree(tree, name, data));
         self.depth -= 1;
         r.map_err(|e| match e.kind {
-            TemplateErrorKind::Fail => FuncError::Fail(e.to_string()),
+            TemplateErrorKind::Fail => {
+                self.fail_detail = Some(e.detail.clone());
+                FuncError::Fail(e.to_string())
+            }
             TemplateErrorKind::Limit => FuncError::Limit(e.to_string()),
             _ => FuncError::Message(e.to_string()),
         })

@@ -377,6 +377,11 @@ fn function_errors_stop_execution() {
     set.add("t", "{{fail \"msg\"}}", &f).unwrap();
     let e = execute(&set, "t", &Value::Nil, &f, &ExecOptions::default()).unwrap_err();
     assert_eq!((e.kind, e.detail.as_str()), (TemplateErrorKind::Fail, "msg"));
+    // Inside include and tpl: the chain in the message, the author's text in detail.
+    set.add("u", "{{define \"f\"}}{{fail \"deep\"}}{{end}}{{tpl \"{{include \\\"f\\\" .}}\" .}}", &f).unwrap();
+    let e = execute(&set, "u", &Value::Nil, &f, &ExecOptions::default()).unwrap_err();
+    assert_eq!((e.kind, e.detail.as_str(), e.line, e.column), (TemplateErrorKind::Fail, "deep", 1, 38));
+    assert!(e.to_string().ends_with("error calling fail: deep"), "{e}");
 }
 
 #[test]
