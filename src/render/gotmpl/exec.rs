@@ -115,7 +115,7 @@ pub fn execute(
     funcs: &FuncMap,
     opts: &ExecOptions,
 ) -> Result<String, TemplateError> {
-    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None, dot_kind: NilKind::Invalid, fail_detail: None };
+    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None, dot_kind: NilKind::Invalid, fail_detail: None, dollar: Arc::from("$") };
     ex.run_named(name, data)
 }
 
@@ -146,6 +146,8 @@ struct Exec<'a> {
     /// The author's message of a `fail` inside `include`/`tpl`, carried out
     /// to the outermost error's `detail`.
     fail_detail: Option<String>,
+    /// The name `$`, shared by every template invocation.
+    dollar: Arc<str>,
 }
 
 /// The template being executed.
@@ -201,7 +203,7 @@ impl Exec<'_> {
     fn run_tree(&mut self, tree: &Tree, name: &str, data: &Value) -> R<String> {
         let mut out = String::new();
         let cx = Cx { tree, name };
-        let mut vars: Vars = vec![(Arc::from("$"), data.clone(), NilKind::Invalid)];
+        let mut vars: Vars = vec![(self.dollar.clone(), data.clone(), NilKind::Invalid)];
         let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
         let r = self.walk_list(&cx, &mut vars, data, &tree.root, &mut out);
         self.dot_kind = saved_dot;
@@ -308,7 +310,7 @@ impl Exec<'_> {
                 };
                 self.depth += 1;
                 let inner = Cx { tree: &tree, name };
-                let mut inner_vars: Vars = vec![(Arc::from("$"), new_dot.clone(), NilKind::Invalid)];
+                let mut inner_vars: Vars = vec![(self.dollar.clone(), new_dot.clone(), NilKind::Invalid)];
                 let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
                 let r = grow(|| self.walk_list(&inner, &mut inner_vars, &new_dot, &tree.root, out));
                 self.dot_kind = saved_dot;
@@ -861,6 +863,20 @@ impl Exec<'_> {
                         v = f;
                     }
                     return Ok(v);
+                }
+                if *b == Builtin::Call {
+                    // Go names the callee by its node in the message.
+                    let v = match args.first() {
+                        Some(a) => self.eval_arg_any(cx, vars, dot, a)?,
+                        None => fin.clone().unwrap_or_default(),
+                    };
+                    let callee = args.first().map(|a| a.to_string()).unwrap_or_default();
+                    let msg = if v.is_nil() {
+                        "call of nil".to_string()
+                    } else {
+                        format!("non-function {callee} of type {}", v.type_name())
+                    };
+                    return Err(self.err(cx, pos, ctx, format!("error calling {name}: {msg}")));
                 }
                 if *b == Builtin::Len
                     && let Some(a) = args.first()

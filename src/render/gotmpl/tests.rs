@@ -458,6 +458,10 @@ fn print_functions() {
         ("{{urlquery \"a b&c=d/é\"}}", "a+b%26c%3Dd%2F%C3%A9"),
         ("{{html 1 2}}", "1 2"),
     ]);
+    err(&[
+        ("{{call .str 1}}", "template: t:1:2: executing \"t\" at <call .str 1>: error calling call: non-function .str of type string"),
+        ("{{call .missing}}", "template: t:1:2: executing \"t\" at <call .missing>: error calling call: call of nil"),
+    ]);
 }
 
 #[test]
