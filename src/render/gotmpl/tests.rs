@@ -453,6 +453,10 @@ fn print_functions() {
         ("{{printf \"%s\" \"a\" 1}}", "a%!(EXTRA int=1)"),
         ("{{print .missing}} {{print nil}}", "<nil> <nil>"),
         ("{{printf \"%v\" .map}}", "map[a:1 b:2 c:map[d:deep]]"),
+        ("{{printf \"%5v|%-4v|\" .list 1.5}}", "[    a     b     c]|1.5 |"),
+        ("{{.half | printf \"%v %s\"}}", "1.5 %!s(MISSING)"),
+        ("{{print 1.0 2 \"x\" nil .map}}", "1 2x<nil> map[a:1 b:2 c:map[d:deep]]"),
+        ("{{1e-7}} {{1e20}} {{1e21}} {{12345678.0}} {{0.1}} {{-0.0}}", "1e-07 1e+20 1e+21 1.2345678e+07 0.1 -0"),
         ("{{html \"<a href='x'>&\\\"\"}}", "&lt;a href=&#39;x&#39;&gt;&amp;&#34;"),
         ("{{js \"it's <b> = \\\"x\\\"\\n\"}}", "it\\'s \\u003Cb\\u003E \\u003D \\\"x\\\"\\u000A"),
         ("{{urlquery \"a b&c=d/é\"}}", "a+b%26c%3Dd%2F%C3%A9"),
@@ -634,4 +638,35 @@ fn deep_nesting_in_one_template_does_not_overflow() {
     assert_eq!(run(&text).unwrap(), "1");
     let text = format!("{{{{{}1{}}}}}", "(".repeat(n), ")".repeat(n));
     assert_eq!(run(&text).unwrap(), "1");
+}
+
+/// Not a benchmark (debug build, no timing assert): prints how long a
+/// Cilium-sized set takes, to spot pathological slowness.
+#[test]
+#[ignore]
+fn large_set_timing() {
+    let f = funcs();
+    let mut set = Templates::new();
+    let mut helpers = String::new();
+    for i in 0..100 {
+        helpers.push_str(&format!(
+            "{{{{- define \"h{i}\" -}}}}\n{{{{- if .Values.map }}}}{{{{ include \"leaf\" . }}}}-{i}{{{{ else }}}}x{{{{ end }}}}\n{{{{- end }}}}\n"
+        ));
+    }
+    helpers.push_str("{{- define \"leaf\" -}}{{ .Values.str | upper }}{{- end }}");
+    set.add("c/templates/_helpers.tpl", &helpers, &f).unwrap();
+    let mut body = String::new();
+    for i in 0..30 {
+        body.push_str(&format!("key{i}: {{{{ include \"h{}\" . }}}}\n  {{{{- range $k, $v := .Values.map }}}}\n  {{{{ $k }}}}: {{{{ $v }}}}{{{{ end }}}}\n", i % 100));
+    }
+    for t in 0..300 {
+        set.add(&format!("c/templates/t{t}.yaml"), &body, &f).unwrap();
+    }
+    let data = Value::from_json(&serde_json::json!({"Values": {"str": "hello", "map": {"a": 1, "b": "x"}}}));
+    let start = std::time::Instant::now();
+    let mut total = 0;
+    for t in 0..300 {
+        total += execute(&set, &format!("c/templates/t{t}.yaml"), &data, &f, &ExecOptions::default()).unwrap().len();
+    }
+    println!("300 templates, 18000 includes: {:?}, {total} bytes", start.elapsed());
 }

@@ -93,6 +93,10 @@ fn sprintf_verbs() {
         ("%6.2f%%", vec![f(99.5)], " 99.50%"),
         ("%+.1e", vec![f(0.0)], "+0.0e+00"),
         ("%x", vec![i(-255)], "-ff"),
+        ("%+v %+v %+d", vec![i(5), f(1.5), i(5)], "5 1.5 +5"),
+        ("%+q", vec![s("é")], "\"\\u00e9\""),
+        ("%5.2v|%08.3f", vec![f(3.14159), f(-3.14159)], "  3.1|-003.142"),
+        ("% x|%#x", vec![s("hi"), s("hi")], "68 69|0x6869"),
     ];
     for (format, args, want) in cases {
         assert_eq!(sprintf(format, &args), want, "{format}");
