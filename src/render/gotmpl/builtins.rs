@@ -299,7 +299,9 @@ pub fn eq(arg1: &Value, others: &[Value]) -> Result<bool, String> {
                         ));
                     }
                     match (arg1, arg) {
-                        (Value::Object(a), Value::Object(b)) => std::ptr::addr_eq(std::rc::Rc::as_ptr(a), std::rc::Rc::as_ptr(b)),
+                        (Value::Object(a), Value::Object(b)) => {
+                            std::ptr::addr_eq(std::rc::Rc::as_ptr(a), std::rc::Rc::as_ptr(b))
+                        }
                         _ => false,
                     }
                 }

@@ -115,7 +115,17 @@ pub fn execute(
     funcs: &FuncMap,
     opts: &ExecOptions,
 ) -> Result<String, TemplateError> {
-    let mut ex = Exec { set: set.clone(), funcs, opts, steps: 0, depth: 0, rng: None, dot_kind: NilKind::Invalid, fail_detail: None, dollar: Arc::from("$") };
+    let mut ex = Exec {
+        set: set.clone(),
+        funcs,
+        opts,
+        steps: 0,
+        depth: 0,
+        rng: None,
+        dot_kind: NilKind::Invalid,
+        fail_detail: None,
+        dollar: Arc::from("$"),
+    };
     ex.run_named(name, data)
 }
 
@@ -215,7 +225,14 @@ impl Exec<'_> {
         }
     }
 
-    fn error_at(&self, cx: &Cx, pos: u32, context: &dyn fmt::Display, kind: TemplateErrorKind, msg: String) -> Box<TemplateError> {
+    fn error_at(
+        &self,
+        cx: &Cx,
+        pos: u32,
+        context: &dyn fmt::Display,
+        kind: TemplateErrorKind,
+        msg: String,
+    ) -> Box<TemplateError> {
         let (line, column) = cx.tree.line_col(pos);
         Box::new(TemplateError {
             template: cx.tree.parse_name.to_string(),
@@ -258,7 +275,14 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn walk_list(&mut self, cx: &Cx, vars: &mut Vars, dot: &Value, list: &[Node], out: &mut String) -> Result<(), Stop> {
+    fn walk_list(
+        &mut self,
+        cx: &Cx,
+        vars: &mut Vars,
+        dot: &Value,
+        list: &[Node],
+        out: &mut String,
+    ) -> Result<(), Stop> {
         for node in list {
             self.walk(cx, vars, dot, node, out)?;
         }
@@ -324,7 +348,15 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn walk_if_with(&mut self, cx: &Cx, vars: &mut Vars, dot: &Value, c: &Control, with: bool, out: &mut String) -> Result<(), Stop> {
+    fn walk_if_with(
+        &mut self,
+        cx: &Cx,
+        vars: &mut Vars,
+        dot: &Value,
+        c: &Control,
+        with: bool,
+        out: &mut String,
+    ) -> Result<(), Stop> {
         let mark = vars.len();
         self.step(cx, c.pos, &c.pipe)?;
         let r = (|| {
@@ -356,7 +388,14 @@ impl Exec<'_> {
         r
     }
 
-    fn range_inner(&mut self, cx: &Cx, vars: &mut Vars, dot: &Value, c: &Control, out: &mut String) -> Result<(), Stop> {
+    fn range_inner(
+        &mut self,
+        cx: &Cx,
+        vars: &mut Vars,
+        dot: &Value,
+        c: &Control,
+        out: &mut String,
+    ) -> Result<(), Stop> {
         let val = self.eval_pipeline(cx, vars, dot, &c.pipe)?;
         let ndecl = c.pipe.decl.len();
         let mut ran = false;
@@ -379,7 +418,15 @@ impl Exec<'_> {
                         let k = if ndecl > 1 { NilKind::Invalid } else { NilKind::Interface };
                         self.set_var(cx, vars, c.pipe.pos, &c.pipe, name, v, k)?;
                         if ndecl > 1 {
-                            self.set_var(cx, vars, c.pipe.pos, &c.pipe, &c.pipe.decl[1], elem.clone(), NilKind::Interface)?;
+                            self.set_var(
+                                cx,
+                                vars,
+                                c.pipe.pos,
+                                &c.pipe,
+                                &c.pipe.decl[1],
+                                elem.clone(),
+                                NilKind::Interface,
+                            )?;
                         }
                     } else {
                         let n = vars.len();
@@ -426,7 +473,9 @@ impl Exec<'_> {
                 if ndecl > 1 {
                     let last = c.pipe.cmds.last().map(|cmd| (cmd.pos, cmd as &dyn fmt::Display));
                     let (pos, ctx) = last.unwrap_or((c.pos, &c.pipe));
-                    return Err(self.err(cx, pos, ctx, format!("can't use {n} to iterate over more than one variable")).into());
+                    return Err(self
+                        .err(cx, pos, ctx, format!("can't use {n} to iterate over more than one variable"))
+                        .into());
                 }
                 let is64 = matches!(val, Value::Int64(_));
                 for i in 0..*n {
@@ -438,7 +487,9 @@ impl Exec<'_> {
             other => {
                 let last = c.pipe.cmds.last().map(|cmd| (cmd.pos, cmd as &dyn fmt::Display));
                 let (pos, ctx) = last.unwrap_or((c.pos, &c.pipe));
-                return Err(self.err(cx, pos, ctx, format!("range can't iterate over {}", super::fmt::format_value(other))).into());
+                return Err(self
+                    .err(cx, pos, ctx, format!("range can't iterate over {}", super::fmt::format_value(other)))
+                    .into());
             }
         }
         if !ran && let Some(e) = &c.else_list {
@@ -448,7 +499,16 @@ impl Exec<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn set_var(&self, cx: &Cx, vars: &mut Vars, pos: u32, ctx: &dyn fmt::Display, name: &str, v: Value, k: NilKind) -> R<()> {
+    fn set_var(
+        &self,
+        cx: &Cx,
+        vars: &mut Vars,
+        pos: u32,
+        ctx: &dyn fmt::Display,
+        name: &str,
+        v: Value,
+        k: NilKind,
+    ) -> R<()> {
         for slot in vars.iter_mut().rev() {
             if &*slot.0 == name {
                 slot.1 = v;
@@ -489,11 +549,15 @@ impl Exec<'_> {
         match first {
             Arg::Field(pos, idents) => {
                 let k = self.dot_kind;
-                return self.eval_field_chain(cx, vars, dot, dot.clone(), k, *pos, first, idents, &cmd.args, fin).map(|r| r.0);
+                return self
+                    .eval_field_chain(cx, vars, dot, dot.clone(), k, *pos, first, idents, &cmd.args, fin)
+                    .map(|r| r.0);
             }
             Arg::Chain(pos, node, fields) => {
                 let recv = self.eval_chain_base(cx, vars, dot, node)?;
-                return self.eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, first, fields, &cmd.args, fin).map(|r| r.0);
+                return self
+                    .eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, first, fields, &cmd.args, fin)
+                    .map(|r| r.0);
             }
             Arg::Identifier(pos, name, callee) => {
                 return self.eval_function(cx, vars, dot, *pos, name, callee, cmd, &cmd.args[1..], fin);
@@ -634,7 +698,12 @@ impl Exec<'_> {
                         Some(Err(e)) => Err(self.func_error(cx, pos, node, name, e)),
                         None => {
                             if o.field(name).is_some() {
-                                Err(self.err(cx, pos, node, format!("{name} has arguments but cannot be invoked as function")))
+                                Err(self.err(
+                                    cx,
+                                    pos,
+                                    node,
+                                    format!("{name} has arguments but cannot be invoked as function"),
+                                ))
                             } else {
                                 Err(self.err(
                                     cx,
@@ -653,7 +722,9 @@ impl Exec<'_> {
                 match o.call(name, &[]) {
                     Some(Ok(v)) => Ok((v, NilKind::Interface)),
                     Some(Err(e)) => Err(self.func_error(cx, pos, node, name, e)),
-                    None => Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {}", o.type_name()))),
+                    None => {
+                        Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {}", o.type_name())))
+                    }
                 }
             }
             other => {
@@ -663,7 +734,14 @@ impl Exec<'_> {
         }
     }
 
-    fn func_error(&mut self, cx: &Cx, pos: u32, ctx: &dyn fmt::Display, name: &str, e: FuncError) -> Box<TemplateError> {
+    fn func_error(
+        &mut self,
+        cx: &Cx,
+        pos: u32,
+        ctx: &dyn fmt::Display,
+        name: &str,
+        e: FuncError,
+    ) -> Box<TemplateError> {
         let (kind, msg) = match e {
             FuncError::Message(m) => (TemplateErrorKind::Exec, m),
             FuncError::Fail(m) => (TemplateErrorKind::Fail, m),
@@ -703,7 +781,18 @@ impl Exec<'_> {
             }
             Arg::Chain(pos, node, fields) => {
                 let recv = self.eval_chain_base(cx, vars, dot, node)?;
-                self.eval_field_chain(cx, vars, dot, recv, NilKind::Invalid, *pos, a, fields, std::slice::from_ref(a), None)
+                self.eval_field_chain(
+                    cx,
+                    vars,
+                    dot,
+                    recv,
+                    NilKind::Invalid,
+                    *pos,
+                    a,
+                    fields,
+                    std::slice::from_ref(a),
+                    None,
+                )
             }
             _ => Ok((self.eval_arg_simple(cx, vars, dot, a)?, NilKind::Invalid)),
         }
@@ -794,12 +883,7 @@ impl Exec<'_> {
         if ok {
             return Ok(v);
         }
-        Err(self.err(
-            cx,
-            pos,
-            ctx,
-            format!("wrong type for value; expected {}; got {}", param_name(p), v.type_name()),
-        ))
+        Err(self.err(cx, pos, ctx, format!("wrong type for value; expected {}; got {}", param_name(p), v.type_name())))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -848,7 +932,12 @@ impl Exec<'_> {
                         ));
                     }
                 } else if num_in != fixed {
-                    return Err(self.err(cx, pos, ident, format!("wrong number of args for {name}: want {fixed} got {num_in}")));
+                    return Err(self.err(
+                        cx,
+                        pos,
+                        ident,
+                        format!("wrong number of args for {name}: want {fixed} got {num_in}"),
+                    ));
                 }
                 if matches!(b, Builtin::And | Builtin::Or) {
                     let want = *b == Builtin::Or;
@@ -917,11 +1006,15 @@ impl Exec<'_> {
                         ));
                     }
                 } else if num_in != fixed {
-                    return Err(self.err(cx, pos, ident, format!("wrong number of args for {name}: want {fixed} got {num_in}")));
+                    return Err(self.err(
+                        cx,
+                        pos,
+                        ident,
+                        format!("wrong number of args for {name}: want {fixed} got {num_in}"),
+                    ));
                 }
-                let param_at = |i: usize| -> Param {
-                    if i < fixed { sig.params[i] } else { sig.variadic.unwrap_or(Param::Any) }
-                };
+                let param_at =
+                    |i: usize| -> Param { if i < fixed { sig.params[i] } else { sig.variadic.unwrap_or(Param::Any) } };
                 let mut argv = Vec::with_capacity(num_in);
                 for (i, a) in args.iter().enumerate() {
                     argv.push(self.eval_arg(cx, vars, dot, a, param_at(i))?);
@@ -948,10 +1041,7 @@ impl Exec<'_> {
 
     fn nested(&mut self, tree: &Tree, name: &str, data: &Value) -> Result<String, FuncError> {
         if self.depth >= self.opts.limits.max_depth {
-            return Err(FuncError::Limit(format!(
-                "exceeded maximum template depth ({})",
-                self.opts.limits.max_depth
-            )));
+            return Err(FuncError::Limit(format!("exceeded maximum template depth ({})", self.opts.limits.max_depth)));
         }
         self.depth += 1;
         let r = grow(|| self.run_tree(tree, name, data));
@@ -1027,7 +1117,9 @@ impl Host for Exec<'_> {
             Err(FuncError::Message(m)) => {
                 Err(FuncError::Message(format!("error during tpl function execution for {text:?}: {m}")))
             }
-            Err(FuncError::Fail(m)) => Err(FuncError::Fail(format!("error during tpl function execution for {text:?}: {m}"))),
+            Err(FuncError::Fail(m)) => {
+                Err(FuncError::Fail(format!("error during tpl function execution for {text:?}: {m}")))
+            }
             Err(e) => Err(e),
         }
     }
@@ -1040,4 +1132,3 @@ impl Host for Exec<'_> {
         self.opts.now.clone()
     }
 }
-

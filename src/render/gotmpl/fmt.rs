@@ -422,11 +422,7 @@ impl Printer<'_> {
             's' => self.pad_prec(s),
             'q' => {
                 let s = self.truncate(s);
-                let q = if self.flags.sharp && can_backquote(s) {
-                    format!("`{s}`")
-                } else {
-                    quote(s, self.flags.plus)
-                };
+                let q = if self.flags.sharp && can_backquote(s) { format!("`{s}`") } else { quote(s, self.flags.plus) };
                 self.pad(&q);
             }
             'x' | 'X' => {

@@ -140,7 +140,11 @@ impl<'a> Lexer<'a> {
                     }
                     self.trim_next = false;
                     if text_end > text_start {
-                        self.tokens.push(Token { kind: Tok::Text, pos: text_start, text: &self.input[text_start..text_end] });
+                        self.tokens.push(Token {
+                            kind: Tok::Text,
+                            pos: text_start,
+                            text: &self.input[text_start..text_end],
+                        });
                     }
                     self.pos = delim;
                     self.start = delim;
@@ -260,15 +264,13 @@ impl<'a> Lexer<'a> {
                 '`' => self.lex_raw_quote(),
                 '$' => self.lex_field_or_variable(Tok::Variable),
                 '\'' => self.lex_char(),
-                '.' => {
-                    match self.bytes.get(self.pos) {
-                        Some(b) if b.is_ascii_digit() => {
-                            self.pos -= 1;
-                            self.lex_number()
-                        }
-                        _ => self.lex_field_or_variable(Tok::Field),
+                '.' => match self.bytes.get(self.pos) {
+                    Some(b) if b.is_ascii_digit() => {
+                        self.pos -= 1;
+                        self.lex_number()
                     }
-                }
+                    _ => self.lex_field_or_variable(Tok::Field),
+                },
                 '+' | '-' | '0'..='9' => {
                     self.pos -= 1;
                     self.lex_number()
@@ -390,11 +392,9 @@ impl<'a> Lexer<'a> {
     fn lex_char(&mut self) -> bool {
         loop {
             match self.next() {
-                Some('\\') => {
-                    if self.next().is_none() {
-                        self.error("unterminated character constant".into());
-                        return false;
-                    }
+                Some('\\') if self.next().is_none() => {
+                    self.error("unterminated character constant".into());
+                    return false;
                 }
                 None | Some('\n') => {
                     self.error("unterminated character constant".into());

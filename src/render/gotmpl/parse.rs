@@ -254,14 +254,12 @@ fn is_empty_node(n: &Node) -> bool {
     }
 }
 
+/// A template of a parse: its name and tree.
+pub(crate) type Named = (Arc<str>, Arc<Tree>);
+
 /// Parses `text` as template `name` from file `parse_name`: the template
 /// itself and every template it defines.
-pub(crate) fn parse(
-    name: &str,
-    parse_name: &str,
-    text: &str,
-    funcs: &FuncMap,
-) -> Result<Vec<(Arc<str>, Arc<Tree>)>, TemplateError> {
+pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -> Result<Vec<Named>, TemplateError> {
     let (tokens, lex_error) = lex(text);
     let text_arc: Arc<str> = Arc::from(text);
     let parse_name: Arc<str> = Arc::from(parse_name);
@@ -294,7 +292,7 @@ pub(crate) fn parse(
             }
         }
         seen.insert(n.clone(), empty);
-        out.retain(|(m, _): &(Arc<str>, Arc<Tree>)| *m != n);
+        out.retain(|(m, _): &Named| *m != n);
         out.push((n, mk(list)));
     }
     let name: Arc<str> = Arc::from(name);

@@ -14,7 +14,9 @@ fn funcs() -> FuncMap {
     let mut m = FuncMap::new();
     m.insert(
         "upper",
-        Func::new(Signature::fixed(&[Param::String]), |_, a| Ok(Value::from(a[0].as_str().unwrap_or("").to_uppercase()))),
+        Func::new(Signature::fixed(&[Param::String]), |_, a| {
+            Ok(Value::from(a[0].as_str().unwrap_or("").to_uppercase()))
+        }),
     );
     m.insert(
         "addi",
@@ -30,10 +32,15 @@ fn funcs() -> FuncMap {
             _ => Err(FuncError::msg("bad")),
         }),
     );
-    m.insert("int64", Func::new(Signature::fixed(&[Param::Int]), |_, a| Ok(Value::Int64(match a[0] {
-        Value::Int(i) => i,
-        _ => 0,
-    }))));
+    m.insert(
+        "int64",
+        Func::new(Signature::fixed(&[Param::Int]), |_, a| {
+            Ok(Value::Int64(match a[0] {
+                Value::Int(i) => i,
+                _ => 0,
+            }))
+        }),
+    );
     m.insert("list", Func::new(Signature::variadic(&[], Param::Any), |_, a| Ok(Value::list(a.to_vec()))));
     m.insert(
         "joinw",
@@ -42,9 +49,12 @@ fn funcs() -> FuncMap {
             Ok(Value::from(a[1..].iter().map(|v| v.as_str().unwrap_or("")).collect::<Vec<_>>().join(sep)))
         }),
     );
-    m.insert("fail", Func::new(Signature::fixed(&[Param::String]), |_, a| {
-        Err(FuncError::Fail(a[0].as_str().unwrap_or("").to_string()))
-    }));
+    m.insert(
+        "fail",
+        Func::new(Signature::fixed(&[Param::String]), |_, a| {
+            Err(FuncError::Fail(a[0].as_str().unwrap_or("").to_string()))
+        }),
+    );
     m.insert("oops", Func::new(Signature::fixed(&[]), |_, _| Err(FuncError::msg("it broke"))));
     m.insert("nilf", Func::new(Signature::fixed(&[]), |_, _| Ok(Value::Nil)));
     m.insert("typeOf", Func::new(Signature::fixed(&[Param::Any]), |_, a| Ok(Value::from(a[0].type_name()))));
@@ -150,7 +160,10 @@ fn constants() {
         ("{{true}} {{false}}", "true false"),
         (r#"{{"a\tb\x41\u00e9\101"}}"#, "a\tbAéA"),
         ("{{`raw \\n {{ stays`}}", "raw \\n {{ stays"),
-        ("{{typeOf 1}} {{typeOf 1.5}} {{typeOf 'x'}} {{typeOf \"s\"}} {{typeOf true}} {{typeOf nil}}", "int float64 int string bool <nil>"),
+        (
+            "{{typeOf 1}} {{typeOf 1.5}} {{typeOf 'x'}} {{typeOf \"s\"}} {{typeOf true}} {{typeOf nil}}",
+            "int float64 int string bool <nil>",
+        ),
     ]);
 }
 
@@ -169,7 +182,10 @@ fn fields_variables_and_dot() {
         ("{{.missing}}", "<no value>"),
         ("{{.missing.deeper}}", "<no value>"),
         ("{{$x := .missing}}{{$x.deeper}}", "<no value>"),
-        ("{{.}}", "map[big:1e+06 empty: emptyList:[] emptyMap:map[] half:1.5 list:[a b c] map:map[a:1 b:2 c:map[d:deep]] n:3 no:false nothing:<nil> nums:[1 2 3] str:hello yes:true]"),
+        (
+            "{{.}}",
+            "map[big:1e+06 empty: emptyList:[] emptyMap:map[] half:1.5 list:[a b c] map:map[a:1 b:2 c:map[d:deep]] n:3 no:false nothing:<nil> nums:[1 2 3] str:hello yes:true]",
+        ),
     ]);
 }
 
@@ -199,11 +215,26 @@ fn field_errors() {
     err(&[
         ("{{.str.x}}", "template: t:1:6: executing \"t\" at <.str.x>: can't evaluate field x in type interface {}"),
         ("{{.list.x}}", "template: t:1:7: executing \"t\" at <.list.x>: can't evaluate field x in type interface {}"),
-        ("{{$x := \"s\"}}{{$x.y}}", "template: t:1:17: executing \"t\" at <$x.y>: can't evaluate field y in type string"),
-        ("{{with .str}}{{.y}}{{end}}", "template: t:1:15: executing \"t\" at <.y>: can't evaluate field y in type string"),
-        ("{{range $i, $e := .list}}{{$e.x}}{{end}}", "template: t:1:29: executing \"t\" at <$e.x>: can't evaluate field x in type interface {}"),
-        ("{{range .list}}{{.x}}{{end}}", "template: t:1:17: executing \"t\" at <.x>: can't evaluate field x in type interface {}"),
-        ("{{range .list}}{{len .}}{{end}}{{range (list nil)}}{{len .}}{{end}}", "template: t:1:53: executing \"t\" at <len .>: error calling len: len of nil pointer"),
+        (
+            "{{$x := \"s\"}}{{$x.y}}",
+            "template: t:1:17: executing \"t\" at <$x.y>: can't evaluate field y in type string",
+        ),
+        (
+            "{{with .str}}{{.y}}{{end}}",
+            "template: t:1:15: executing \"t\" at <.y>: can't evaluate field y in type string",
+        ),
+        (
+            "{{range $i, $e := .list}}{{$e.x}}{{end}}",
+            "template: t:1:29: executing \"t\" at <$e.x>: can't evaluate field x in type interface {}",
+        ),
+        (
+            "{{range .list}}{{.x}}{{end}}",
+            "template: t:1:17: executing \"t\" at <.x>: can't evaluate field x in type interface {}",
+        ),
+        (
+            "{{range .list}}{{len .}}{{end}}{{range (list nil)}}{{len .}}{{end}}",
+            "template: t:1:53: executing \"t\" at <len .>: error calling len: len of nil pointer",
+        ),
         ("{{.map.a 1}}", "template: t:1:6: executing \"t\" at <.map.a>: a is not a method but has arguments"),
         ("{{.str 1}}", "template: t:1:2: executing \"t\" at <.str>: str is not a method but has arguments"),
         ("{{$x := 1}}{{$x 2}}", "template: t:1:13: executing \"t\" at <$x>: can't give argument to non-function $x"),
@@ -266,7 +297,10 @@ fn range_forms() {
         ("{{range .str}}{{end}}", "template: t:1:8: executing \"t\" at <.str>: range can't iterate over hello"),
         ("{{break}}", "template: t:1: {{break}} outside {{range}}"),
         ("{{range .list}}{{else}}{{continue}}{{end}}", "template: t:1: {{continue}} outside {{range}}"),
-        ("{{range $i, $v := 3}}{{end}}", "template: t:1:18: executing \"t\" at <3>: can't use 3 to iterate over more than one variable"),
+        (
+            "{{range $i, $v := 3}}{{end}}",
+            "template: t:1:18: executing \"t\" at <3>: can't use 3 to iterate over more than one variable",
+        ),
     ]);
 }
 
@@ -283,7 +317,10 @@ fn define_template_block() {
         ("{{define \"r\"}}{{if gt . 0}}{{.}}{{template \"r\" (addi . -1)}}{{end}}{{end}}{{template \"r\" 3}}", "321"),
         ("{{- define \"x\" }}\nX\n{{- end }}\nA{{ include \"x\" . }}", "\nA\nX"),
     ]);
-    err(&[("{{template \"nope\" .}}", "template: t:1:11: executing \"t\" at <{{template \"nope\" .}}>: template \"nope\" not defined")]);
+    err(&[(
+        "{{template \"nope\" .}}",
+        "template: t:1:11: executing \"t\" at <{{template \"nope\" .}}>: template \"nope\" not defined",
+    )]);
 }
 
 #[test]
@@ -338,7 +375,10 @@ fn pipelines_and_parens() {
     ]);
     err(&[
         ("{{.str | 1}}", "template: t:1: non executable command in pipeline stage 2"),
-        ("{{1 | upper}}", "template: t:1:6: executing \"t\" at <upper>: wrong type for value; expected string; got int"),
+        (
+            "{{1 | upper}}",
+            "template: t:1:6: executing \"t\" at <upper>: wrong type for value; expected string; got int",
+        ),
     ]);
 }
 
@@ -353,14 +393,20 @@ fn argument_conversion_as_go_reflection() {
     ]);
     err(&[
         ("{{addi .n 1}}", "template: t:1:7: executing \"t\" at <.n>: wrong type for value; expected int; got float64"),
-        ("{{addi (int64 1) 1}}", "template: t:1:8: executing \"t\" at <(int64 1)>: wrong type for value; expected int; got int64"),
+        (
+            "{{addi (int64 1) 1}}",
+            "template: t:1:8: executing \"t\" at <(int64 1)>: wrong type for value; expected int; got int64",
+        ),
         ("{{addi \"1\" 1}}", "template: t:1:7: executing \"t\" at <\"1\">: expected integer; found \"1\""),
         ("{{addi 1.5 1}}", "template: t:1:7: executing \"t\" at <1.5>: expected integer; found 1.5"),
         ("{{upper 1}}", "template: t:1:8: executing \"t\" at <1>: expected string; found 1"),
         ("{{upper nil}}", "template: t:1:8: executing \"t\" at <nil>: cannot assign nil to string"),
         ("{{upper .missing}}", "template: t:1:8: executing \"t\" at <.missing>: invalid value; expected string"),
         ("{{addi 1}}", "template: t:1:2: executing \"t\" at <addi>: wrong number of args for addi: want 2 got 1"),
-        ("{{joinw}}", "template: t:1:2: executing \"t\" at <joinw>: wrong number of args for joinw: want at least 1 got 0"),
+        (
+            "{{joinw}}",
+            "template: t:1:2: executing \"t\" at <joinw>: wrong number of args for joinw: want at least 1 got 0",
+        ),
         ("{{joinw \",\" 1}}", "template: t:1:12: executing \"t\" at <1>: expected string; found 1"),
         ("{{nope 1}}", "template: t:1: function \"nope\" not defined"),
     ]);
@@ -392,24 +438,48 @@ fn and_or_short_circuit() {
         ("{{.str | and 1}} {{0 | or \"\"}}", "hello 0"),
         ("{{and .missing 1 | typeOf}}", "<nil>"),
     ]);
-    err(&[("{{and}}", "template: t:1:2: executing \"t\" at <and>: wrong number of args for and: want at least 1 got 0")]);
+    err(&[(
+        "{{and}}",
+        "template: t:1:2: executing \"t\" at <and>: wrong number of args for and: want at least 1 got 0",
+    )]);
 }
 
 #[test]
 fn comparisons() {
     ok(&[
-        ("{{eq 1 1}} {{eq 1 2}} {{eq \"a\" \"a\"}} {{eq .str \"x\" \"hello\"}} {{eq .n 3.0}}", "true false true true true"),
+        (
+            "{{eq 1 1}} {{eq 1 2}} {{eq \"a\" \"a\"}} {{eq .str \"x\" \"hello\"}} {{eq .n 3.0}}",
+            "true false true true true",
+        ),
         ("{{eq .missing nil}} {{eq nil nil}} {{eq .str nil}} {{eq (int64 1) 1}}", "true true false true"),
         ("{{ne 1 2}} {{ne \"a\" \"a\"}} {{eq true true}}", "true false true"),
         ("{{lt 1 2}} {{le 2 2}} {{gt \"b\" \"a\"}} {{ge 1.5 2.5}} {{lt .n 4.0}}", "true true true false true"),
     ]);
     err(&[
-        ("{{eq .n 3}}", "template: t:1:2: executing \"t\" at <eq .n 3>: error calling eq: incompatible types for comparison: float64 and int"),
-        ("{{eq 1 \"1\"}}", "template: t:1:2: executing \"t\" at <eq 1 \"1\">: error calling eq: incompatible types for comparison: int and string"),
-        ("{{lt 1 1.5}}", "template: t:1:2: executing \"t\" at <lt 1 1.5>: error calling lt: incompatible types for comparison: int and float64"),
-        ("{{lt true false}}", "template: t:1:2: executing \"t\" at <lt true false>: error calling lt: invalid type for comparison"),
-        ("{{lt nil 1}}", "template: t:1:2: executing \"t\" at <lt nil 1>: error calling lt: invalid type for comparison"),
-        ("{{eq .list .list}}", "template: t:1:2: executing \"t\" at <eq .list .list>: error calling eq: non-comparable type [a b c]: []interface {}"),
+        (
+            "{{eq .n 3}}",
+            "template: t:1:2: executing \"t\" at <eq .n 3>: error calling eq: incompatible types for comparison: float64 and int",
+        ),
+        (
+            "{{eq 1 \"1\"}}",
+            "template: t:1:2: executing \"t\" at <eq 1 \"1\">: error calling eq: incompatible types for comparison: int and string",
+        ),
+        (
+            "{{lt 1 1.5}}",
+            "template: t:1:2: executing \"t\" at <lt 1 1.5>: error calling lt: incompatible types for comparison: int and float64",
+        ),
+        (
+            "{{lt true false}}",
+            "template: t:1:2: executing \"t\" at <lt true false>: error calling lt: invalid type for comparison",
+        ),
+        (
+            "{{lt nil 1}}",
+            "template: t:1:2: executing \"t\" at <lt nil 1>: error calling lt: invalid type for comparison",
+        ),
+        (
+            "{{eq .list .list}}",
+            "template: t:1:2: executing \"t\" at <eq .list .list>: error calling eq: non-comparable type [a b c]: []interface {}",
+        ),
         ("{{eq 1}}", "template: t:1:2: executing \"t\" at <eq 1>: error calling eq: missing argument for comparison"),
         ("{{lt 1}}", "template: t:1:2: executing \"t\" at <lt>: wrong number of args for lt: want 2 got 1"),
     ]);
@@ -426,19 +496,58 @@ fn len_index_slice() {
     ]);
     err(&[
         ("{{len 3}}", "template: t:1:2: executing \"t\" at <len 3>: error calling len: len of type int"),
-        ("{{len .missing}}", "template: t:1:2: executing \"t\" at <len .missing>: error calling len: reflect: call of reflect.Value.Type on zero Value"),
-        ("{{len .nothing}}", "template: t:1:2: executing \"t\" at <len .nothing>: error calling len: len of nil pointer"),
-        ("{{$v := .missing}}{{len $v}}", "template: t:1:20: executing \"t\" at <len $v>: error calling len: reflect: call of reflect.Value.Type on zero Value"),
-        ("{{index .missing \"a\"}}", "template: t:1:2: executing \"t\" at <index .missing \"a\">: error calling index: index of untyped nil"),
-        ("{{index .map \"zz\" \"y\"}}", "template: t:1:2: executing \"t\" at <index .map \"zz\" \"y\">: error calling index: index of nil pointer"),
-        ("{{index .list 5}}", "template: t:1:2: executing \"t\" at <index .list 5>: error calling index: index out of range: 5"),
-        ("{{index .list 3}}", "template: t:1:2: executing \"t\" at <index .list 3>: error calling index: reflect: slice index out of range"),
-        ("{{index .list \"a\"}}", "template: t:1:2: executing \"t\" at <index .list \"a\">: error calling index: cannot index slice/array with type string"),
-        ("{{index .list .n}}", "template: t:1:2: executing \"t\" at <index .list .n>: error calling index: cannot index slice/array with type float64"),
-        ("{{index .map 1}}", "template: t:1:2: executing \"t\" at <index .map 1>: error calling index: value has type int; should be string"),
-        ("{{index 1 1}}", "template: t:1:2: executing \"t\" at <index 1 1>: error calling index: can't index item of type int"),
-        ("{{slice .list 2 1}}", "template: t:1:2: executing \"t\" at <slice .list 2 1>: error calling slice: invalid slice index: 2 > 1"),
-        ("{{slice .str 1 2 3}}", "template: t:1:2: executing \"t\" at <slice .str 1 2 3>: error calling slice: cannot 3-index slice a string"),
+        (
+            "{{len .missing}}",
+            "template: t:1:2: executing \"t\" at <len .missing>: error calling len: reflect: call of reflect.Value.Type on zero Value",
+        ),
+        (
+            "{{len .nothing}}",
+            "template: t:1:2: executing \"t\" at <len .nothing>: error calling len: len of nil pointer",
+        ),
+        (
+            "{{$v := .missing}}{{len $v}}",
+            "template: t:1:20: executing \"t\" at <len $v>: error calling len: reflect: call of reflect.Value.Type on zero Value",
+        ),
+        (
+            "{{index .missing \"a\"}}",
+            "template: t:1:2: executing \"t\" at <index .missing \"a\">: error calling index: index of untyped nil",
+        ),
+        (
+            "{{index .map \"zz\" \"y\"}}",
+            "template: t:1:2: executing \"t\" at <index .map \"zz\" \"y\">: error calling index: index of nil pointer",
+        ),
+        (
+            "{{index .list 5}}",
+            "template: t:1:2: executing \"t\" at <index .list 5>: error calling index: index out of range: 5",
+        ),
+        (
+            "{{index .list 3}}",
+            "template: t:1:2: executing \"t\" at <index .list 3>: error calling index: reflect: slice index out of range",
+        ),
+        (
+            "{{index .list \"a\"}}",
+            "template: t:1:2: executing \"t\" at <index .list \"a\">: error calling index: cannot index slice/array with type string",
+        ),
+        (
+            "{{index .list .n}}",
+            "template: t:1:2: executing \"t\" at <index .list .n>: error calling index: cannot index slice/array with type float64",
+        ),
+        (
+            "{{index .map 1}}",
+            "template: t:1:2: executing \"t\" at <index .map 1>: error calling index: value has type int; should be string",
+        ),
+        (
+            "{{index 1 1}}",
+            "template: t:1:2: executing \"t\" at <index 1 1>: error calling index: can't index item of type int",
+        ),
+        (
+            "{{slice .list 2 1}}",
+            "template: t:1:2: executing \"t\" at <slice .list 2 1>: error calling slice: invalid slice index: 2 > 1",
+        ),
+        (
+            "{{slice .str 1 2 3}}",
+            "template: t:1:2: executing \"t\" at <slice .str 1 2 3>: error calling slice: cannot 3-index slice a string",
+        ),
     ]);
 }
 
@@ -463,7 +572,10 @@ fn print_functions() {
         ("{{html 1 2}}", "1 2"),
     ]);
     err(&[
-        ("{{call .str 1}}", "template: t:1:2: executing \"t\" at <call .str 1>: error calling call: non-function .str of type string"),
+        (
+            "{{call .str 1}}",
+            "template: t:1:2: executing \"t\" at <call .str 1>: error calling call: non-function .str of type string",
+        ),
         ("{{call .missing}}", "template: t:1:2: executing \"t\" at <call .missing>: error calling call: call of nil"),
     ]);
 }
@@ -505,9 +617,18 @@ fn include_tpl_and_host() {
         ("{{tpl \"{{define \\\"z\\\"}}Z{{end}}{{include \\\"z\\\" .}}\" .}}", "Z"),
     ]);
     err(&[
-        ("{{include \"nope\" .}}", "template: t:1:2: executing \"t\" at <include \"nope\" .>: error calling include: template: no template \"nope\" associated with template \"gotpl\""),
-        ("{{tpl \"{{ nope }}\" .}}", "template: t:1:2: executing \"t\" at <tpl \"{{ nope }}\" .>: error calling tpl: cannot parse template \"{{ nope }}\": template: gotpl:1: function \"nope\" not defined"),
-        ("{{tpl \"{{ .str.x }}\" .}}", "template: t:1:2: executing \"t\" at <tpl \"{{ .str.x }}\" .>: error calling tpl: error during tpl function execution for \"{{ .str.x }}\": template: gotpl:1:7: executing \"gotpl\" at <.str.x>: can't evaluate field x in type interface {}"),
+        (
+            "{{include \"nope\" .}}",
+            "template: t:1:2: executing \"t\" at <include \"nope\" .>: error calling include: template: no template \"nope\" associated with template \"gotpl\"",
+        ),
+        (
+            "{{tpl \"{{ nope }}\" .}}",
+            "template: t:1:2: executing \"t\" at <tpl \"{{ nope }}\" .>: error calling tpl: cannot parse template \"{{ nope }}\": template: gotpl:1: function \"nope\" not defined",
+        ),
+        (
+            "{{tpl \"{{ .str.x }}\" .}}",
+            "template: t:1:2: executing \"t\" at <tpl \"{{ .str.x }}\" .>: error calling tpl: error during tpl function execution for \"{{ .str.x }}\": template: gotpl:1:7: executing \"gotpl\" at <.str.x>: can't evaluate field x in type interface {}",
+        ),
     ]);
     // A template defined by tpl is not visible afterwards.
     assert!(run("{{tpl \"{{define \\\"z\\\"}}Z{{end}}\" .}}{{include \"z\" .}}").is_err());
@@ -515,7 +636,8 @@ fn include_tpl_and_host() {
 
 #[test]
 fn rng_is_seeded_and_now_is_fixed() {
-    let opts = ExecOptions { seed: Some(7), now: "2024-03-01T00:00:00Z[UTC]".parse().unwrap(), ..ExecOptions::default() };
+    let opts =
+        ExecOptions { seed: Some(7), now: "2024-03-01T00:00:00Z[UTC]".parse().unwrap(), ..ExecOptions::default() };
     let a = run_opts("{{rnd}} {{rnd}} {{year}}", &Value::Nil, &opts).unwrap();
     let b = run_opts("{{rnd}} {{rnd}} {{year}}", &Value::Nil, &opts).unwrap();
     assert_eq!(a, b);
@@ -527,7 +649,11 @@ fn rng_is_seeded_and_now_is_fixed() {
 #[test]
 fn limits_stop_runaway_templates() {
     let small = |limits| ExecOptions { limits, ..ExecOptions::default() };
-    let e = run_opts("{{range 1000000}}x{{end}}", &Value::Nil, &small(ExecLimits { max_steps: 1000, ..ExecLimits::default() }));
+    let e = run_opts(
+        "{{range 1000000}}x{{end}}",
+        &Value::Nil,
+        &small(ExecLimits { max_steps: 1000, ..ExecLimits::default() }),
+    );
     assert!(e.unwrap_err().contains("step limit exceeded"));
     let e = run_opts(
         "{{range 100000}}xxxxxxxxxx{{end}}",
@@ -560,7 +686,9 @@ impl Object for Files {
     }
     fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
         match method {
-            "Get" => Some(Ok(Value::from(format!("content of {}", args.first().and_then(Value::as_str).unwrap_or(""))))),
+            "Get" => {
+                Some(Ok(Value::from(format!("content of {}", args.first().and_then(Value::as_str).unwrap_or("")))))
+            }
             "Fail" => Some(Err(FuncError::msg("no file"))),
             _ => None,
         }
@@ -595,7 +723,10 @@ fn objects_fields_and_methods() {
     m.insert("Release".to_string(), Value::Object(Rc::new(Release)));
     let d = Value::map(m);
     let r = |t: &str| run_opts(t, &d, &ExecOptions::default());
-    assert_eq!(r("{{.Release.Name}} {{.Files.Get \"a.txt\"}} {{\"b\" | .Files.Get}} {{.Release}}").unwrap(), "rel content of a.txt content of b {rel}");
+    assert_eq!(
+        r("{{.Release.Name}} {{.Files.Get \"a.txt\"}} {{\"b\" | .Files.Get}} {{.Release}}").unwrap(),
+        "rel content of a.txt content of b {rel}"
+    );
     assert_eq!(
         r("{{.Release.Nope}}").unwrap_err(),
         "template: t:1:10: executing \"t\" at <.Release.Nope>: can't evaluate field Nope in type *release.Info"
