@@ -42,7 +42,9 @@ pub struct ExecLimits {
 
 impl Default for ExecLimits {
     fn default() -> Self {
-        Self { max_steps: 200_000_000, max_output_bytes: 64 * 1024 * 1024, max_depth: 200 }
+        // Depth: above Helm's own limit of 1000 nested `include`s of one name,
+        // so a runaway recursion fails with Helm's message.
+        Self { max_steps: 200_000_000, max_output_bytes: 64 * 1024 * 1024, max_depth: 1100 }
     }
 }
 
@@ -125,6 +127,7 @@ pub fn execute(
         dot_kind: NilKind::Invalid,
         fail_detail: None,
         dollar: Arc::from("$"),
+        includes: Default::default(),
     };
     ex.run_named(name, data)
 }
@@ -158,6 +161,8 @@ struct Exec<'a> {
     fail_detail: Option<String>,
     /// The name `$`, shared by every template invocation.
     dollar: Arc<str>,
+    /// Nesting count per name of `include` (Helm stops at 1000).
+    includes: std::collections::HashMap<String, usize>,
 }
 
 /// The template being executed.
@@ -1057,6 +1062,9 @@ impl Exec<'_> {
     }
 }
 
+/// Helm's limit on nested `include`s of one template name.
+const HELM_MAX_INCLUDE_NESTING: usize = 1000;
+
 /// Runs `f` on a fresh stack segment when the current one runs low, so
 /// recursion through `template`/`include`/`tpl` ends at `max_depth`, never
 /// in a stack overflow.
@@ -1084,7 +1092,19 @@ impl Host for Exec<'_> {
                 name, &*self.set.name
             )));
         };
-        self.nested(&tree, name, data)
+        // Helm's guard against runaway recursion.
+        let count = self.includes.entry(name.to_string()).or_insert(0);
+        if *count > HELM_MAX_INCLUDE_NESTING {
+            return Err(FuncError::Limit(format!(
+                "rendering template has a nested reference name: {name}: unable to execute template"
+            )));
+        }
+        *count += 1;
+        let r = self.nested(&tree, name, data);
+        if let Some(c) = self.includes.get_mut(name) {
+            *c -= 1;
+        }
+        r
     }
 
     /// Helm's `tpl`: `text` parsed as a template named like the set

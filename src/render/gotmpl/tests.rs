@@ -758,7 +758,11 @@ fn default_depth_limit_fits_a_test_thread_stack() {
         "{{define \"r\"}}{{if true}}{{range list 1}}{{with .}}{{tpl \"{{include \\\"r\\\" .}}\" .}}{{end}}{{end}}{{end}}{{end}}{{include \"r\" .}}",
     ] {
         let e = run(text).unwrap_err();
-        assert!(e.contains("exceeded maximum template depth"), "{e}");
+        assert!(
+            e.contains("exceeded maximum template depth")
+                || e.contains("rendering template has a nested reference name: r: unable to execute template"),
+            "{e}"
+        );
     }
 }
 
