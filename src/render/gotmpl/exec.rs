@@ -42,7 +42,9 @@ pub struct ExecLimits {
 
 impl Default for ExecLimits {
     fn default() -> Self {
-        Self { max_steps: 200_000_000, max_output_bytes: 64 * 1024 * 1024, max_depth: 200 }
+        // Depth: above Helm's own limit of 1000 nested `include`s of one name,
+        // so a runaway recursion fails with Helm's message.
+        Self { max_steps: 200_000_000, max_output_bytes: 64 * 1024 * 1024, max_depth: 1100 }
     }
 }
 
@@ -145,6 +147,9 @@ pub fn execute(
         rng: None,
         dot_kind: NilKind::Invalid,
         inner: Default::default(),
+        fail_detail: None,
+        dollar: Arc::from("$"),
+        includes: Default::default(),
     };
     ex.run_named(name, data)
 }
@@ -175,6 +180,13 @@ struct Exec<'a> {
     dot_kind: NilKind,
     /// The innermost failure of an `include`/`tpl` on its way out.
     inner: std::cell::Cell<Option<Box<Origin>>>,
+    /// The author's message of a `fail` inside `include`/`tpl`, carried out
+    /// to the outermost error's `detail`.
+    fail_detail: Option<String>,
+    /// The name `$`, shared by every template invocation.
+    dollar: Arc<str>,
+    /// Nesting count per name of `include` (Helm stops at 1000).
+    includes: std::collections::HashMap<String, usize>,
 }
 
 /// The template being executed.
@@ -231,7 +243,7 @@ impl Exec<'_> {
     fn run_tree(&mut self, tree: &Tree, name: &str, data: &Value) -> R<String> {
         let mut out = String::new();
         let cx = Cx { tree, name };
-        let mut vars: Vars = vec![(Arc::from("$"), data.clone(), NilKind::Invalid)];
+        let mut vars: Vars = vec![(self.dollar.clone(), data.clone(), NilKind::Invalid)];
         let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
         let r = self.walk_list(&cx, &mut vars, data, &tree.root, &mut out);
         self.dot_kind = saved_dot;
@@ -325,9 +337,9 @@ impl Exec<'_> {
                     self.check_output(cx, pipe.pos, pipe, out)?;
                 }
             }
-            Node::If(c) => self.walk_if_with(cx, vars, dot, c, false, out)?,
-            Node::With(c) => self.walk_if_with(cx, vars, dot, c, true, out)?,
-            Node::Range(c) => self.walk_range(cx, vars, dot, c, out)?,
+            Node::If(c) => grow(|| self.walk_if_with(cx, vars, dot, c, false, out))?,
+            Node::With(c) => grow(|| self.walk_if_with(cx, vars, dot, c, true, out))?,
+            Node::Range(c) => grow(|| self.walk_range(cx, vars, dot, c, out))?,
             Node::Break => return Err(Stop::Break),
             Node::Continue => return Err(Stop::Continue),
             Node::Template { pos, name, pipe } => {
@@ -353,9 +365,9 @@ impl Exec<'_> {
                 };
                 self.depth += 1;
                 let inner = Cx { tree: &tree, name };
-                let mut inner_vars: Vars = vec![(Arc::from("$"), new_dot.clone(), NilKind::Invalid)];
+                let mut inner_vars: Vars = vec![(self.dollar.clone(), new_dot.clone(), NilKind::Invalid)];
                 let saved_dot = std::mem::replace(&mut self.dot_kind, NilKind::Invalid);
-                let r = self.walk_list(&inner, &mut inner_vars, &new_dot, &tree.root, out);
+                let r = grow(|| self.walk_list(&inner, &mut inner_vars, &new_dot, &tree.root, out));
                 self.dot_kind = saved_dot;
                 self.depth -= 1;
                 match r {
@@ -588,7 +600,7 @@ impl Exec<'_> {
             }
             Arg::Pipe(p) => {
                 self.not_a_function(cx, cmd, &fin)?;
-                return self.eval_pipeline(cx, vars, dot, p);
+                return grow(|| self.eval_pipeline(cx, vars, dot, p));
             }
             Arg::Variable(pos, name, idents) => {
                 let (v, k) = self.var_value(cx, vars, *pos, first, name)?;
@@ -758,7 +770,14 @@ impl Exec<'_> {
         }
     }
 
-    fn func_error(&self, cx: &Cx, pos: u32, ctx: &dyn fmt::Display, name: &str, e: FuncError) -> Box<TemplateError> {
+    fn func_error(
+        &mut self,
+        cx: &Cx,
+        pos: u32,
+        ctx: &dyn fmt::Display,
+        name: &str,
+        e: FuncError,
+    ) -> Box<TemplateError> {
         let (kind, msg) = match e {
             FuncError::Message(m) => (TemplateErrorKind::Exec, m),
             FuncError::Fail(m) => (TemplateErrorKind::Fail, m),
@@ -766,7 +785,7 @@ impl Exec<'_> {
         };
         let mut err = self.error_at(cx, pos, ctx, kind, format!("error calling {name}: {msg}"));
         if kind == TemplateErrorKind::Fail {
-            err.detail = msg;
+            err.detail = self.fail_detail.take().unwrap_or(msg);
         }
         err.origin = self.inner.take();
         err
@@ -824,7 +843,7 @@ impl Exec<'_> {
             Arg::Number(pos, n) => self.ideal_constant(cx, *pos, n),
             Arg::String(_, _, s) => Ok(Value::str(&**s)),
             Arg::Field(..) | Arg::Variable(..) | Arg::Chain(..) => self.eval_arg_kind(cx, vars, dot, a).map(|r| r.0),
-            Arg::Pipe(p) => self.eval_pipeline(cx, vars, dot, p),
+            Arg::Pipe(p) => grow(|| self.eval_pipeline(cx, vars, dot, p)),
             Arg::Identifier(pos, name, callee) => {
                 let cmd = Cmd { pos: *pos, args: Vec::new() };
                 self.eval_function_node(cx, vars, dot, *pos, name, callee, a, &cmd, &[], None)
@@ -982,6 +1001,20 @@ impl Exec<'_> {
                     }
                     return Ok(v);
                 }
+                if *b == Builtin::Call {
+                    // Go names the callee by its node in the message.
+                    let v = match args.first() {
+                        Some(a) => self.eval_arg_any(cx, vars, dot, a)?,
+                        None => fin.clone().unwrap_or_default(),
+                    };
+                    let callee = args.first().map(|a| a.to_string()).unwrap_or_default();
+                    let msg = if v.is_nil() {
+                        "call of nil".to_string()
+                    } else {
+                        format!("non-function {callee} of type {}", v.type_name())
+                    };
+                    return Err(self.err(cx, pos, ctx, format!("error calling {name}: {msg}")));
+                }
                 if *b == Builtin::Len
                     && let Some(a) = args.first()
                 {
@@ -1038,8 +1071,7 @@ impl Exec<'_> {
                     let p = param_at(num_in - 1);
                     argv.push(self.validate(cx, pos, ctx, v, p)?);
                 }
-                let body = f.body.clone();
-                match body(self, &argv) {
+                match (f.body)(self, &argv) {
                     Ok(v) => Ok(v),
                     Err(e) => Err(self.func_error(cx, pos, ctx, name, e)),
                 }
@@ -1060,18 +1092,31 @@ impl Exec<'_> {
             return Err(FuncError::Limit(format!("exceeded maximum template depth ({})", self.opts.limits.max_depth)));
         }
         self.depth += 1;
-        let r = self.run_tree(tree, name, data);
+        let r = grow(|| self.run_tree(tree, name, data));
         self.depth -= 1;
         r.inspect_err(|e| {
             let (template, line, detail) = e.innermost();
             self.inner.set(Some(Box::new(Origin { template: template.to_string(), line, detail: detail.to_string() })));
         })
         .map_err(|e| match e.kind {
-            TemplateErrorKind::Fail => FuncError::Fail(e.to_string()),
+            TemplateErrorKind::Fail => {
+                self.fail_detail = Some(e.detail.clone());
+                FuncError::Fail(e.to_string())
+            }
             TemplateErrorKind::Limit => FuncError::Limit(e.to_string()),
             _ => FuncError::Message(e.to_string()),
         })
     }
+}
+
+/// Helm's limit on nested `include`s of one template name.
+const HELM_MAX_INCLUDE_NESTING: usize = 1000;
+
+/// Runs `f` on a fresh stack segment when the current one runs low, so
+/// recursion through `template`/`include`/`tpl` ends at `max_depth`, never
+/// in a stack overflow.
+pub(crate) fn grow<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, f)
 }
 
 /// The `{{template "x" .}}` form Go shows in errors.
@@ -1094,7 +1139,19 @@ impl Host for Exec<'_> {
                 name, &*self.set.name
             )));
         };
-        self.nested(&tree, name, data)
+        // Helm's guard against runaway recursion.
+        let count = self.includes.entry(name.to_string()).or_insert(0);
+        if *count > HELM_MAX_INCLUDE_NESTING {
+            return Err(FuncError::Limit(format!(
+                "rendering template has a nested reference name: {name}: unable to execute template"
+            )));
+        }
+        *count += 1;
+        let r = self.nested(&tree, name, data);
+        if let Some(c) = self.includes.get_mut(name) {
+            *c -= 1;
+        }
+        r
     }
 
     /// Helm's `tpl`: `text` parsed as a template named like the set

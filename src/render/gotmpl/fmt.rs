@@ -196,6 +196,11 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             }
             Some(arg) => {
                 argn += 1;
+                let mut flags = flags;
+                if verb == 'v' {
+                    // %+v is struct-field syntax, not a sign.
+                    flags.plus = false;
+                }
                 let mut p = Printer { out: &mut out, flags };
                 p.print_arg(arg, verb);
             }

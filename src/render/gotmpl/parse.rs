@@ -254,12 +254,12 @@ fn is_empty_node(n: &Node) -> bool {
     }
 }
 
-/// Named trees: a template and the templates it defines.
-pub(crate) type ParsedTrees = Vec<(Arc<str>, Arc<Tree>)>;
+/// A template of a parse: its name and tree.
+pub(crate) type Named = (Arc<str>, Arc<Tree>);
 
 /// Parses `text` as template `name` from file `parse_name`: the template
 /// itself and every template it defines.
-pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -> Result<ParsedTrees, TemplateError> {
+pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -> Result<Vec<Named>, TemplateError> {
     let (tokens, lex_error) = lex(text);
     let text_arc: Arc<str> = Arc::from(text);
     let parse_name: Arc<str> = Arc::from(parse_name);
@@ -292,7 +292,7 @@ pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -
             }
         }
         seen.insert(n.clone(), empty);
-        out.retain(|(m, _): &(Arc<str>, Arc<Tree>)| *m != n);
+        out.retain(|(m, _): &Named| *m != n);
         out.push((n, mk(list)));
     }
     let name: Arc<str> = Arc::from(name);
@@ -520,6 +520,10 @@ impl<'a> Parser<'a, '_> {
     }
 
     fn control(&mut self, context: &'static str) -> PResult<Control> {
+        super::exec::grow(|| self.control_inner(context))
+    }
+
+    fn control_inner(&mut self, context: &'static str) -> PResult<Control> {
         let nvars = self.vars.len();
         let pipe = self.pipeline(context, Tok::RightDelim)?;
         if context == "range" {
@@ -737,7 +741,7 @@ impl<'a> Parser<'a, '_> {
                 Arg::Number(pos, Box::new(n))
             }
             Tok::LeftParen => {
-                let p = self.pipeline("parenthesized pipeline", Tok::RightParen)?;
+                let p = super::exec::grow(|| self.pipeline("parenthesized pipeline", Tok::RightParen))?;
                 Arg::Pipe(Box::new(p))
             }
             Tok::String | Tok::RawString => {

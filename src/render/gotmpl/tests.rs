@@ -423,6 +423,11 @@ fn function_errors_stop_execution() {
     set.add("t", "{{fail \"msg\"}}", &f).unwrap();
     let e = execute(&set, "t", &Value::Nil, &f, &ExecOptions::default()).unwrap_err();
     assert_eq!((e.kind, e.detail.as_str()), (TemplateErrorKind::Fail, "msg"));
+    // Inside include and tpl: the chain in the message, the author's text in detail.
+    set.add("u", "{{define \"f\"}}{{fail \"deep\"}}{{end}}{{tpl \"{{include \\\"f\\\" .}}\" .}}", &f).unwrap();
+    let e = execute(&set, "u", &Value::Nil, &f, &ExecOptions::default()).unwrap_err();
+    assert_eq!((e.kind, e.detail.as_str(), e.line, e.column), (TemplateErrorKind::Fail, "deep", 1, 38));
+    assert!(e.to_string().ends_with("error calling fail: deep"), "{e}");
 }
 
 #[test]
@@ -557,10 +562,21 @@ fn print_functions() {
         ("{{printf \"%s\" \"a\" 1}}", "a%!(EXTRA int=1)"),
         ("{{print .missing}} {{print nil}}", "<nil> <nil>"),
         ("{{printf \"%v\" .map}}", "map[a:1 b:2 c:map[d:deep]]"),
+        ("{{printf \"%5v|%-4v|\" .list 1.5}}", "[    a     b     c]|1.5 |"),
+        ("{{.half | printf \"%v %s\"}}", "1.5 %!s(MISSING)"),
+        ("{{print 1.0 2 \"x\" nil .map}}", "1 2x<nil> map[a:1 b:2 c:map[d:deep]]"),
+        ("{{1e-7}} {{1e20}} {{1e21}} {{12345678.0}} {{0.1}} {{-0.0}}", "1e-07 1e+20 1e+21 1.2345678e+07 0.1 -0"),
         ("{{html \"<a href='x'>&\\\"\"}}", "&lt;a href=&#39;x&#39;&gt;&amp;&#34;"),
         ("{{js \"it's <b> = \\\"x\\\"\\n\"}}", "it\\'s \\u003Cb\\u003E \\u003D \\\"x\\\"\\u000A"),
         ("{{urlquery \"a b&c=d/é\"}}", "a+b%26c%3Dd%2F%C3%A9"),
         ("{{html 1 2}}", "1 2"),
+    ]);
+    err(&[
+        (
+            "{{call .str 1}}",
+            "template: t:1:2: executing \"t\" at <call .str 1>: error calling call: non-function .str of type string",
+        ),
+        ("{{call .missing}}", "template: t:1:2: executing \"t\" at <call .missing>: error calling call: call of nil"),
     ]);
 }
 
@@ -730,4 +746,62 @@ fn objects_fields_and_methods() {
 fn templates_are_send_sync_and_cheap_to_clone() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
     assert_send_sync::<Templates>();
+}
+
+#[test]
+fn default_depth_limit_fits_a_test_thread_stack() {
+    // include → tpl → template recursion to the default limit must fail
+    // cleanly, not overflow a 2 MiB thread stack.
+    for text in [
+        "{{define \"r\"}}{{include \"r\" .}}{{end}}{{include \"r\" .}}",
+        "{{define \"r\"}}{{template \"r\" .}}{{end}}{{template \"r\" .}}",
+        "{{define \"r\"}}{{if true}}{{range list 1}}{{with .}}{{tpl \"{{include \\\"r\\\" .}}\" .}}{{end}}{{end}}{{end}}{{end}}{{include \"r\" .}}",
+    ] {
+        let e = run(text).unwrap_err();
+        assert!(
+            e.contains("exceeded maximum template depth")
+                || e.contains("rendering template has a nested reference name: r: unable to execute template"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn deep_nesting_in_one_template_does_not_overflow() {
+    let n = 3000;
+    let text = format!("{}1{}", "{{if true}}".repeat(n), "{{end}}".repeat(n));
+    assert_eq!(run(&text).unwrap(), "1");
+    let text = format!("{{{{{}1{}}}}}", "(".repeat(n), ")".repeat(n));
+    assert_eq!(run(&text).unwrap(), "1");
+}
+
+/// Not a benchmark (debug build, no timing assert): prints how long a
+/// Cilium-sized set takes, to spot pathological slowness.
+#[test]
+#[ignore]
+fn large_set_timing() {
+    let f = funcs();
+    let mut set = Templates::new();
+    let mut helpers = String::new();
+    for i in 0..100 {
+        helpers.push_str(&format!(
+            "{{{{- define \"h{i}\" -}}}}\n{{{{- if .Values.map }}}}{{{{ include \"leaf\" . }}}}-{i}{{{{ else }}}}x{{{{ end }}}}\n{{{{- end }}}}\n"
+        ));
+    }
+    helpers.push_str("{{- define \"leaf\" -}}{{ .Values.str | upper }}{{- end }}");
+    set.add("c/templates/_helpers.tpl", &helpers, &f).unwrap();
+    let mut body = String::new();
+    for i in 0..30 {
+        body.push_str(&format!("key{i}: {{{{ include \"h{}\" . }}}}\n  {{{{- range $k, $v := .Values.map }}}}\n  {{{{ $k }}}}: {{{{ $v }}}}{{{{ end }}}}\n", i % 100));
+    }
+    for t in 0..300 {
+        set.add(&format!("c/templates/t{t}.yaml"), &body, &f).unwrap();
+    }
+    let data = Value::from_json(&serde_json::json!({"Values": {"str": "hello", "map": {"a": 1, "b": "x"}}}));
+    let start = std::time::Instant::now();
+    let mut total = 0;
+    for t in 0..300 {
+        total += execute(&set, &format!("c/templates/t{t}.yaml"), &data, &f, &ExecOptions::default()).unwrap().len();
+    }
+    println!("300 templates, 18000 includes: {:?}, {total} bytes", start.elapsed());
 }

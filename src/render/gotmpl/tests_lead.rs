@@ -203,7 +203,8 @@ fn recursion_is_limited() {
     assert_eq!(e.kind, TemplateErrorKind::Limit);
     let e = fails("{{ define \"r\" }}{{ include \"r\" . }}{{ end }}{{ include \"r\" . }}");
     assert_eq!(e.kind, TemplateErrorKind::Limit);
-    assert!(e.detail.contains("maximum template depth"), "{}", e.detail);
+    // Helm stops a self-including template after 1000 levels, with its own words.
+    assert!(e.to_string().ends_with("rendering template has a nested reference name: r: unable to execute template"));
 }
 
 #[test]

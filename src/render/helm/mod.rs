@@ -284,7 +284,24 @@ fn template_error(label: &str, e: &gotmpl::TemplateError) -> RenderError {
         _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
         _ => e.message.clone(),
     };
-    RenderError::Template { file, line, message }
+    RenderError::Template { file, line, message: shorten(&message, 2048) }
+}
+
+/// Keeps a message readable in a condition: Go nests the text of every
+/// including template, which a runaway recursion makes enormous.
+fn shorten(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_string();
+    }
+    let mut head = max / 2;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - max / 2;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} [... {} bytes ...] {}", &message[..head], tail - head, &message[tail..])
 }
 
 /// YAML for a map of strings as Helm's `toYaml` writes it (for
