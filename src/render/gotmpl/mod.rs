@@ -9,3 +9,4 @@ pub mod value;
 
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use value::{FuncError, Map, Object, Value};
+pub mod sprig;
