@@ -9,4 +9,5 @@ pub mod value;
 
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use value::{FuncError, Map, Object, Value};
+pub mod goyaml;
 pub mod sprig;

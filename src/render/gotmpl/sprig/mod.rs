@@ -319,3 +319,6 @@ pub(crate) mod testhost {
         Value::map(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 }
+
+pub(crate) use encoding::json_float as encoding_json_float;
+pub(crate) use parse_go_int as parse_int;
