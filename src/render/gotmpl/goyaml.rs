@@ -41,13 +41,21 @@ pub fn marshal(v: &Value) -> Result<String, String> {
     let node = to_node(v)?;
     let mut e = Emitter::new();
     e.emit_node(&node, Ctx { root: true, mapping: false, simple_key: false });
-    // document end (implicit), then stream end
+    // document end (implicit); go-yaml's encoder clears `open_ended` before
+    // the stream end, so no `...` follows a root scalar
     e.write_indent();
-    if e.open_ended {
-        e.write_indicator("...", true, false, false);
-        e.write_indent();
-    }
     Ok(e.out)
+}
+
+/// Helm's `toYamlPretty` (go-yaml v3, indent 2): like [`marshal`] with
+/// sequences indented under their key.
+pub fn pretty(v: &Value) -> String {
+    let Ok(node) = to_node(v) else { return String::new() };
+    let mut e = Emitter::new();
+    e.indent_sequences = true;
+    e.emit_node(&node, Ctx { root: true, mapping: false, simple_key: false });
+    e.write_indent();
+    e.out
 }
 
 /// `sigs.k8s.io/yaml.Marshal(v)` as text; an empty string when it fails, as
@@ -182,6 +190,8 @@ struct Emitter {
     whitespace: bool,
     indention: bool,
     open_ended: bool,
+    /// go-yaml v3 (`toYamlPretty`): sequences indented under their key.
+    indent_sequences: bool,
 }
 
 fn is_break(c: char) -> bool {
@@ -285,7 +295,7 @@ fn analyze(value: &str) -> Analysis {
 
 impl Emitter {
     fn new() -> Self {
-        Self { out: String::new(), column: 0, indent: -1, whitespace: true, indention: true, open_ended: false }
+        Self { out: String::new(), column: 0, indent: -1, whitespace: true, indention: true, open_ended: false, indent_sequences: false }
     }
 
     fn put(&mut self, c: char) {
@@ -359,7 +369,7 @@ impl Emitter {
             Node::Seq(items) if items.is_empty() => self.emit_empty("[", "]"),
             Node::Map(entries) if entries.is_empty() => self.emit_empty("{", "}"),
             Node::Seq(items) => {
-                let saved = self.increase_indent(false, ctx.mapping && !self.indention);
+                let saved = self.increase_indent(false, !self.indent_sequences && ctx.mapping && !self.indention);
                 for item in items {
                     self.write_indent();
                     self.write_indicator("-", true, false, true);
@@ -1147,7 +1157,7 @@ tab: \"a\\tb\"
         assert_eq!(value_to_yaml(&lit), "k: |-\n  a\n\n  b\n");
         let nested = m(&[("l", Value::list(vec![Value::list(vec![Value::str("x")]), Value::str(" lead")]))]);
         assert_eq!(value_to_yaml(&nested), "l:\n- - x\n- ' lead'\n");
-        assert_eq!(value_to_yaml(&Value::str("foo")), "foo\n...\n");
+        assert_eq!(value_to_yaml(&Value::str("foo")), "foo\n");
         assert_eq!(value_to_yaml(&Value::list(vec![])), "[]\n");
     }
 

@@ -111,7 +111,7 @@ fn adler32(data: &[u8]) -> u32 {
 
 /// Go's `json.Unmarshal` into `interface{}` (numbers as float64), with Go's
 /// error wording for the common cases.
-pub(crate) fn from_json(text: &str) -> Result<Value, FuncError> {
+pub fn from_json(text: &str) -> Result<Value, FuncError> {
     serde_json::from_str::<serde_json::Value>(text).map(|j| Value::from_json(&j)).map_err(|e| FuncError::msg(json_error(text, &e)))
 }
 

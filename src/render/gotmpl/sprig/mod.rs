@@ -322,3 +322,4 @@ pub(crate) mod testhost {
 
 pub(crate) use encoding::json_float as encoding_json_float;
 pub(crate) use parse_go_int as parse_int;
+pub use encoding::{from_json, go_json};
