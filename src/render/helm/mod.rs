@@ -304,58 +304,5 @@ fn shorten(message: &str, max: usize) -> String {
     format!("{} [... {} bytes ...] {}", &message[..head], tail - head, &message[tail..])
 }
 
-/// YAML for a map of strings as Helm's `toYaml` writes it (for
-/// `.Files.AsConfig`), until the function library's emitter is used.
-pub(crate) fn to_yaml(v: &Value) -> String {
-    let mut out = String::new();
-    if let Value::Map(m) = v {
-        for (k, val) in m.borrow().iter() {
-            let s = match val {
-                Value::String(s) => s.to_string(),
-                other => gotmpl::fmt::format_value(other),
-            };
-            out.push_str(&yaml_key(k));
-            if s.contains('\n') {
-                let chomp = if s.ends_with('\n') { "|" } else { "|-" };
-                out.push_str(": ");
-                out.push_str(chomp);
-                out.push('\n');
-                for line in s.trim_end_matches('\n').split('\n') {
-                    if !line.is_empty() {
-                        out.push_str("  ");
-                        out.push_str(line);
-                    }
-                    out.push('\n');
-                }
-            } else {
-                out.push_str(": ");
-                out.push_str(&yaml_scalar(&s));
-                out.push('\n');
-            }
-        }
-    }
-    out.trim_end_matches('\n').to_string()
-}
-
-fn yaml_key(k: &str) -> String {
-    yaml_scalar(k)
-}
-
-fn yaml_scalar(s: &str) -> String {
-    let plain = !s.is_empty()
-        && !s.starts_with([
-            ' ', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`',
-        ])
-        && !s.ends_with(' ')
-        && !s.contains(": ")
-        && !s.contains(" #")
-        && !matches!(
-            s.to_ascii_lowercase().as_str(),
-            "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "null" | "~"
-        )
-        && s.parse::<f64>().is_err();
-    if plain { s.to_string() } else { serde_json::Value::String(s.to_string()).to_string() }
-}
-
 #[cfg(test)]
 mod tests;

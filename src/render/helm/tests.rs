@@ -117,14 +117,14 @@ fn null_in_user_values_deletes_a_default() {
         dir.path(),
         &[
             ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"),
-            ("values.yaml", "a: 1\nb: {x: 1, y: 2}\n"),
+            ("values.yaml", "a: 1\nb: {p: 1, q: 2}\n"),
             ("templates/t.yaml", "a: {{ .Values.a }}\nb: {{ .Values.b }}\n"),
         ],
     );
     let mut opts = HelmOptions::new("r", "n");
-    opts.values = serde_json::json!({"a": null, "b": {"y": null}});
+    opts.values = serde_json::json!({"a": null, "b": {"q": null}});
     let out = contents(&render(dir.path(), &opts));
-    assert_eq!(out, vec!["a: \nb: map[x:1]".to_string()]);
+    assert_eq!(out, vec!["a: \nb: map[p:1]".to_string()]);
 }
 
 #[test]
