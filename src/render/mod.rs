@@ -15,6 +15,7 @@
 
 mod engine;
 pub mod gotmpl;
+pub mod helm;
 mod objects;
 
 use std::path::{Path, PathBuf};
