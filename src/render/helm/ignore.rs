@@ -14,7 +14,8 @@
 //!   "ignored" for every path it does *not* match (and for every file when it is a directory
 //!   rule) and lets a matching path fall through to the next rule, as Helm's evaluation does;
 //! - `""`, `.` and `./` are never ignored; Helm adds `templates/.?*` (dot files under
-//!   `templates/`) after the chart's own rules ([`IgnoreRules::add_defaults`]).
+//!   `templates/`) after the chart's own rules: [`IgnoreRules::parse`] and
+//!   [`IgnoreRules::default`] include it, [`IgnoreRules::empty`] does not.
 //!
 //! Helm applies the top chart's `.helmignore` to the whole directory tree it loads,
 //! `charts/<dir>/` subcharts included (their own `.helmignore` files are not read), and does
@@ -22,7 +23,7 @@
 //! with all its contents.
 
 /// A parsed `.helmignore`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IgnoreRules {
     patterns: Vec<Pattern>,
 }
@@ -46,14 +47,33 @@ enum MatchKind {
     Base,
 }
 
+/// What Helm applies to a chart directory without a `.helmignore`: the default rule only.
+impl Default for IgnoreRules {
+    fn default() -> Self {
+        let mut rules = Self::empty();
+        rules.add_defaults();
+        rules
+    }
+}
+
 impl IgnoreRules {
     /// No rules: nothing is ignored.
     pub fn empty() -> Self {
-        Self::default()
+        Self {
+            patterns: Vec::new(),
+        }
     }
 
-    /// Parses the text of a `.helmignore`. The error names the line and the pattern.
+    /// Parses the text of a `.helmignore` and adds Helm's default rule after its rules, as
+    /// Helm's directory loader does. The error names the line and the pattern.
     pub fn parse(text: &str) -> Result<Self, String> {
+        let mut rules = Self::parse_only(text)?;
+        rules.add_defaults();
+        Ok(rules)
+    }
+
+    /// Parses the text of a `.helmignore` without adding the default rule.
+    pub fn parse_only(text: &str) -> Result<Self, String> {
         let mut rules = Self::empty();
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (index, line) in text.lines().enumerate() {
@@ -365,6 +385,196 @@ fn get_esc(chunk: &str) -> Result<(char, &str), BadPattern> {
     Ok((c, rest))
 }
 
+/// The glob of a `.helmignore` rule (`double_star == false`: Go's `filepath.Match`, an
+/// invalid pattern is an error) or of `.Files.Glob` (`double_star == true`: the
+/// `github.com/gobwas/glob` language with `/` as separator, which Helm compiles: `*` and `?`
+/// stop at `/`, `**` crosses it, `[abc]`, `[a-z]`, `[!abc]` (`^` is an ordinary character
+/// there), `{a,b}` alternatives, `\` escapes). Helm's `Files.Glob` returns no files for a
+/// pattern gobwas cannot compile, so such a pattern matches nothing here.
+pub fn glob_match(pattern: &str, name: &str, double_star: bool) -> Result<bool, String> {
+    if double_star {
+        Ok(files_glob_match(pattern, name))
+    } else {
+        go_match(pattern, name).map_err(|_| "syntax error in pattern".to_string())
+    }
+}
+
+/// One element of a gobwas glob.
+#[derive(Debug, Clone, PartialEq)]
+enum GlobNode {
+    Char(char),
+    /// `*`: any run without `/`.
+    Any,
+    /// `**`: any run.
+    Super,
+    /// `?`: one character but `/`.
+    Single,
+    /// `[...]`: characters and ranges, `[!...]` negated.
+    Class {
+        negated: bool,
+        items: Vec<(char, char)>,
+    },
+    /// `{a,b}`: alternatives.
+    Alt(Vec<Vec<GlobNode>>),
+}
+
+/// At most this many nodes in a `.Files.Glob` pattern, and this much matching work.
+const GLOB_MAX_NODES: usize = 1024;
+const GLOB_MAX_STEPS: usize = 1_000_000;
+
+/// `.Files.Glob` matching (see [`glob_match`]); false for a pattern gobwas rejects.
+pub fn files_glob_match(pattern: &str, name: &str) -> bool {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut pos = 0;
+    let mut count = 0;
+    let Some(nodes) = parse_glob(&chars, &mut pos, false, &mut count) else {
+        return false;
+    };
+    if pos != chars.len() {
+        return false;
+    }
+    let name: Vec<char> = name.chars().collect();
+    let mut steps = 0;
+    glob_here(&nodes, &[], &name, &mut steps)
+}
+
+/// Parses up to the end, or in an alternative up to its `,` or `}` (left unconsumed).
+fn parse_glob(p: &[char], pos: &mut usize, in_alt: bool, count: &mut usize) -> Option<Vec<GlobNode>> {
+    let mut nodes = Vec::new();
+    while *pos < p.len() {
+        *count += 1;
+        if *count > GLOB_MAX_NODES {
+            return None;
+        }
+        let c = p[*pos];
+        match c {
+            ',' | '}' if in_alt => return Some(nodes),
+            '*' => {
+                if p.get(*pos + 1) == Some(&'*') {
+                    *pos += 2;
+                    nodes.push(GlobNode::Super);
+                } else {
+                    *pos += 1;
+                    nodes.push(GlobNode::Any);
+                }
+            }
+            '?' => {
+                *pos += 1;
+                nodes.push(GlobNode::Single);
+            }
+            '\\' => {
+                let escaped = *p.get(*pos + 1)?;
+                *pos += 2;
+                nodes.push(GlobNode::Char(escaped));
+            }
+            '[' => {
+                *pos += 1;
+                let negated = p.get(*pos) == Some(&'!');
+                if negated {
+                    *pos += 1;
+                }
+                let mut items = Vec::new();
+                loop {
+                    let lo = *p.get(*pos)?;
+                    if lo == ']' {
+                        *pos += 1;
+                        break;
+                    }
+                    let lo = if lo == '\\' {
+                        *pos += 1;
+                        *p.get(*pos)?
+                    } else {
+                        lo
+                    };
+                    *pos += 1;
+                    if p.get(*pos) == Some(&'-') && p.get(*pos + 1).is_some_and(|c| *c != ']') {
+                        let hi = p[*pos + 1];
+                        *pos += 2;
+                        if hi < lo {
+                            return None;
+                        }
+                        items.push((lo, hi));
+                    } else {
+                        items.push((lo, lo));
+                    }
+                }
+                if items.is_empty() {
+                    return None;
+                }
+                nodes.push(GlobNode::Class { negated, items });
+            }
+            '{' => {
+                *pos += 1;
+                let mut branches = Vec::new();
+                loop {
+                    branches.push(parse_glob(p, pos, true, count)?);
+                    match p.get(*pos) {
+                        Some(',') => *pos += 1,
+                        Some('}') => {
+                            *pos += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+                nodes.push(GlobNode::Alt(branches));
+            }
+            other => {
+                *pos += 1;
+                nodes.push(GlobNode::Char(other));
+            }
+        }
+    }
+    if in_alt { None } else { Some(nodes) }
+}
+
+/// Matches `nodes` followed by the continuation `then` (stack of sequences still to match,
+/// innermost last) against the whole of `name`.
+fn glob_here(nodes: &[GlobNode], then: &[&[GlobNode]], name: &[char], steps: &mut usize) -> bool {
+    *steps += 1;
+    if *steps > GLOB_MAX_STEPS {
+        return false;
+    }
+    let Some((first, rest)) = nodes.split_first() else {
+        return match then.split_last() {
+            Some((next, outer)) => glob_here(next, outer, name, steps),
+            None => name.is_empty(),
+        };
+    };
+    match first {
+        GlobNode::Char(c) => name.first() == Some(c) && glob_here(rest, then, &name[1..], steps),
+        GlobNode::Single => {
+            name.first().is_some_and(|c| *c != '/') && glob_here(rest, then, &name[1..], steps)
+        }
+        GlobNode::Class { negated, items } => match name.first() {
+            Some(c) => {
+                let hit = items.iter().any(|(lo, hi)| lo <= c && c <= hi);
+                hit != *negated && glob_here(rest, then, &name[1..], steps)
+            }
+            None => false,
+        },
+        GlobNode::Any | GlobNode::Super => {
+            let crosses = *first == GlobNode::Super;
+            for skip in 0..=name.len() {
+                if glob_here(rest, then, &name[skip..], steps) {
+                    return true;
+                }
+                if skip < name.len() && name[skip] == '/' && !crosses {
+                    return false;
+                }
+            }
+            false
+        }
+        GlobNode::Alt(branches) => {
+            let mut stack: Vec<&[GlobNode]> = then.to_vec();
+            stack.push(rest);
+            branches
+                .iter()
+                .any(|branch| glob_here(branch, &stack, name, steps))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,7 +582,7 @@ mod tests {
     #[test]
     fn parse_skips_blank_lines_and_comments() {
         let rules =
-            IgnoreRules::parse("#ignore\n\n\t#ignore\nfoo\nbar/*\nbaz/bar/foo.txt\n\none/more\n")
+            IgnoreRules::parse_only("#ignore\n\n\t#ignore\nfoo\nbar/*\nbaz/bar/foo.txt\n\none/more\n")
                 .expect("valid rules");
         assert_eq!(rules.len(), 4);
         let globs: Vec<&str> = rules.patterns.iter().map(|p| p.glob.as_str()).collect();
@@ -381,17 +591,17 @@ mod tests {
 
     #[test]
     fn parse_rejects_double_star_and_bad_globs_naming_the_line() {
-        let err = IgnoreRules::parse("ok\nfoo/**/bar\n").expect_err("** is refused");
+        let err = IgnoreRules::parse_only("ok\nfoo/**/bar\n").expect_err("** is refused");
         assert!(err.contains("line 2") && err.contains("double-star"), "{err}");
         for bad in ["[z-", "[]", "a[", "x\\", "[a-]", "*[", "ab[^"] {
-            let err = IgnoreRules::parse(bad).expect_err(bad);
+            let err = IgnoreRules::parse_only(bad).expect_err(bad);
             assert!(err.contains("syntax error in pattern"), "{bad}: {err}");
         }
     }
 
     #[test]
     fn parse_drops_a_bom_and_trims_spaces() {
-        let rules = IgnoreRules::parse("\u{feff}  *.txt  \n").expect("valid");
+        let rules = IgnoreRules::parse_only("\u{feff}  *.txt  \n").expect("valid");
         assert!(rules.ignored("a.txt", false));
     }
 
@@ -440,7 +650,7 @@ mod tests {
             ("/cargo/a.txt", "cargo/a.txt", true),
         ];
         for (pattern, name, expect) in table {
-            let rules = IgnoreRules::parse(pattern).expect(pattern);
+            let rules = IgnoreRules::parse_only(pattern).expect(pattern);
             let is_dir = dirs.contains(name);
             assert_eq!(
                 rules.ignored(name, is_dir),
@@ -453,23 +663,23 @@ mod tests {
     #[test]
     fn first_decision_wins_and_negations_fall_through() {
         // A negation first: everything it does not match is ignored right away.
-        let rules = IgnoreRules::parse("!keep.txt\n*.txt\n").expect("valid");
+        let rules = IgnoreRules::parse_only("!keep.txt\n*.txt\n").expect("valid");
         assert!(rules.ignored("other.yaml", false));
         assert!(rules.ignored("keep.txt", false), "falls through to *.txt");
         // The usual order: the positive rule decides first.
-        let rules = IgnoreRules::parse("*.txt\n!keep.txt\n").expect("valid");
+        let rules = IgnoreRules::parse_only("*.txt\n!keep.txt\n").expect("valid");
         assert!(rules.ignored("keep.txt", false));
         // Helm: a negation ignores every path it does not match.
         assert!(rules.ignored("a.yaml", false));
         // A negated directory rule ignores every file.
-        let rules = IgnoreRules::parse("!docs/\n").expect("valid");
+        let rules = IgnoreRules::parse_only("!docs/\n").expect("valid");
         assert!(rules.ignored("README.md", false));
         assert!(!rules.ignored("docs", true));
     }
 
     #[test]
     fn base_name_rules_match_at_any_depth_and_path_rules_do_not() {
-        let rules = IgnoreRules::parse(".git\n*.swp\nci/*.yaml\n").expect("valid");
+        let rules = IgnoreRules::parse_only(".git\n*.swp\nci/*.yaml\n").expect("valid");
         assert!(rules.ignored(".git", true));
         assert!(rules.ignored("charts/sub/.git", true));
         assert!(rules.ignored("templates/x.yaml.swp", false));
@@ -556,5 +766,61 @@ mod tests {
                 "{pattern:?} on {name:?}"
             );
         }
+    }
+
+    /// What `helm template` printed for `.Files.Glob` over a chart with `a.txt`,
+    /// `cfg/{x.yaml,y.yml}` and `files/{b.txt,e.conf,sub/c.txt,sub/deep/d.txt}`.
+    #[test]
+    fn files_glob_as_helm_prints_it() {
+        let files = [
+            "a.txt",
+            "cfg/x.yaml",
+            "cfg/y.yml",
+            "files/b.txt",
+            "files/e.conf",
+            "files/sub/c.txt",
+            "files/sub/deep/d.txt",
+        ];
+        let table: &[(&str, &[&str])] = &[
+            ("**/*.txt", &["files/b.txt", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("*.txt", &["a.txt"]),
+            ("files/*", &["files/b.txt", "files/e.conf"]),
+            ("files/**", &["files/b.txt", "files/e.conf", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("files/**.txt", &["files/b.txt", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("**.txt", &["a.txt", "files/b.txt", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("cfg/*.{yaml,yml}", &["cfg/x.yaml", "cfg/y.yml"]),
+            ("files/[!b]*", &["files/e.conf"]),
+            ("files/[^b]*", &["files/b.txt"]),
+            ("files/?.txt", &["files/b.txt"]),
+            ("**", &files),
+            ("files/**/*.txt", &["files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("files/{b,e}.*", &["files/b.txt", "files/e.conf"]),
+            ("*", &["a.txt"]),
+            ("[a-c].txt", &["a.txt"]),
+            ("files/*/*.txt", &["files/sub/c.txt"]),
+            ("files/{sub/{c,x},b}.txt", &["files/b.txt", "files/sub/c.txt"]),
+            ("files/[", &[]),
+            ("files/{b", &[]),
+        ];
+        for (pattern, expect) in table {
+            let got: Vec<&str> = files
+                .iter()
+                .copied()
+                .filter(|f| glob_match(pattern, f, true) == Ok(true))
+                .collect();
+            assert_eq!(&got, expect, "{pattern:?}");
+        }
+    }
+
+    #[test]
+    fn parse_puts_the_default_rule_after_the_charts_rules() {
+        let rules = IgnoreRules::parse("!templates/.keep\n").expect("valid");
+        assert_eq!(rules.len(), 2);
+        // Every decision Helm's evaluation takes is "ignored", so the order never changes
+        // the outcome: a negation cannot rescue a dot file from the default rule.
+        assert!(rules.ignored("templates/.keep", false));
+        assert!(IgnoreRules::default().ignored("templates/.x", false));
+        assert!(!IgnoreRules::empty().ignored("templates/.x", false));
+        assert_eq!(glob_match("[z-", "x", false), Err("syntax error in pattern".into()));
     }
 }
