@@ -16,9 +16,64 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError};
 use serde_json::Value;
 
+use super::load::Chart;
+
 /// The first line of Helm's error for values that fail one or more charts' schemas.
 pub const SCHEMA_FAILURE_HEADER: &str =
     "values don't meet the specifications of the schema(s) in the following chart(s):";
+
+/// Validates the coalesced values of a chart whose dependencies were processed (aliases
+/// applied, disabled subcharts removed) as Helm does before rendering: the chart's own
+/// schema against all its values, then each subchart's against its section (the key is the
+/// subchart's name, which is its alias when it has one), recursively; a section that is
+/// not a mapping is reported as such. The error is Helm's whole message.
+pub fn validate_chart(chart: &Chart, values: &serde_json::Map<String, Value>) -> Result<(), String> {
+    let mut failures = Vec::new();
+    collect_failures(chart, values, &mut failures);
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(report(&failures))
+    }
+}
+
+fn collect_failures(
+    chart: &Chart,
+    values: &serde_json::Map<String, Value>,
+    failures: &mut Vec<(String, String)>,
+) {
+    if let Some(schema) = &chart.schema
+        && let Err(lines) = violations(schema, &Value::Object(values.clone()))
+    {
+        failures.push((chart.name().to_string(), lines));
+    }
+    for sub in &chart.dependencies {
+        match values.get(sub.name()) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(section)) => collect_failures(sub, section, failures),
+            Some(other) => failures.push((
+                sub.name().to_string(),
+                format!(
+                    "invalid type for values: expected object (map), got {}\n",
+                    go_type_name(other)
+                ),
+            )),
+        }
+    }
+}
+
+/// The Go type Helm names for a values section that is not a map.
+fn go_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
 
 /// Validates `values` against the schema text of chart `chart`. The error is Helm's whole
 /// message: the header line, `chart:` and the violations.
@@ -527,5 +582,49 @@ s1:
         assert!(err.contains("values.schema.json is not valid JSON"), "{err}");
         let err = violations(b"\xEF\xBB\xBF{\"type\": 5}", &json!({})).expect_err("bad schema");
         assert!(err.contains("not a valid schema"), "{err}");
+    }
+
+    /// `helm template r .` on this chart prints exactly this error (line order aside).
+    #[test]
+    fn parent_and_aliased_subchart_schemas_through_render_chart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files: &[(&str, &str)] = &[
+            (
+                "Chart.yaml",
+                "apiVersion: v2\nname: parent\nversion: 1.0.0\ndependencies:\n- name: sub\n  version: 0.1.0\n  alias: db\n",
+            ),
+            ("values.yaml", "replicas: 2\ndb:\n  port: \"x\"\n"),
+            ("values.schema.json", r#"{"properties":{"replicas":{"type":"string"}}}"#),
+            ("charts/sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 0.1.0\n"),
+            ("charts/sub/values.yaml", "port: 5432\n"),
+            (
+                "charts/sub/values.schema.json",
+                r#"{"properties":{"port":{"type":"integer"}},"required":["name"]}"#,
+            ),
+            ("charts/sub/templates/cm.yaml", "a: {{ .Values.port }}\n"),
+        ];
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        let chart = crate::render::helm::load_chart(dir.path()).expect("loads");
+        let opts = crate::render::helm::HelmOptions::new("r", "default");
+        let err = crate::render::helm::render_chart(&chart, &opts)
+            .expect_err("schemas fail")
+            .to_string();
+        let expected = format!(
+            "{SCHEMA_FAILURE_HEADER}\nparent:\n- at '/replicas': got number, want string\ndb:\n- at '': missing property 'name'\n- at '/port': got string, want integer"
+        );
+        assert!(err.ends_with(&expected), "{err}");
+
+        // Valid user values on top pass both schemas.
+        let opts = crate::render::helm::HelmOptions {
+            values: json!({"replicas": "2", "db": {"port": 1, "name": "n"}}),
+            ..crate::render::helm::HelmOptions::new("r", "default")
+        };
+        let manifests = crate::render::helm::render_chart(&chart, &opts).expect("renders");
+        assert_eq!(manifests.len(), 1);
+        assert!(manifests[0].content.contains("a: 1"), "{manifests:?}");
     }
 }
