@@ -13,6 +13,7 @@ pub mod load;
 pub mod objects;
 pub mod schema;
 pub mod values;
+pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::Path;
