@@ -11,27 +11,11 @@ type Map = serde_json::Map<String, Value>;
 /// The key whose table flows from a parent into every subchart.
 pub const GLOBAL_KEY: &str = "global";
 
-/// Parses a values document as Helm does (go-yaml v2 through
-/// sigs.k8s.io/yaml: `yes`/`on` are booleans, numbers are float64): an empty
-/// one is an empty map; anything but a map is an error.
+/// Parses a values file as Helm does (go-yaml v2 through sigs.k8s.io/yaml:
+/// `yes`/`on` are booleans, keys included; several documents coalesced, the
+/// later winning): an empty one is an empty map; anything but a map is an error.
 pub fn parse_values(text: &str) -> Result<Value, String> {
-    let v = crate::render::gotmpl::yaml_to_value(text)?.to_json();
-    match v {
-        Value::Null => Ok(Value::Object(Map::new())),
-        v @ Value::Object(_) => Ok(v),
-        other => Err(format!("values must be a mapping, not {}", kind(&other))),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
+    super::yaml::read_values(text).map(Value::Object)
 }
 
 /// Merges `src` into `dst`, `dst` winning (Helm's `coalesceTablesFullKey`).
