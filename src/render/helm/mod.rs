@@ -11,7 +11,9 @@
 pub mod ignore;
 pub mod load;
 pub mod objects;
+pub mod schema;
 pub mod values;
+pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -104,6 +106,7 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
     let mut chart = chart.clone();
     values::process_dependencies(&mut chart, &user).map_err(&bad)?;
     let coalesced = values::coalesce_values(&chart, &user).map_err(&bad)?;
+    schema::validate_chart(&chart, &coalesced).map_err(&bad)?;
     let kube_version = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
     let caps = objects::Capabilities::new(kube_version, &opts.api_versions).map_err(&bad)?;
     let release = Value::map(BTreeMap::from([
