@@ -104,6 +104,7 @@ pub fn isolate(cmd: &mut Command) {
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_DATA_HOME", home.join("data"))
         .env("KUBECONFIG", home.join("no-kubeconfig"))
+        .env("TZ", "UTC")
         .env_remove("HELM_KUBECONTEXT")
         .env_remove("HELM_NAMESPACE");
 }
