@@ -23,3 +23,9 @@ pub use exec::{
 };
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use value::{FuncError, Map, Object, Value};
+pub mod goyaml;
+pub mod helmfuncs;
+pub mod sprig;
+
+pub use goyaml::{value_to_yaml, yaml_to_value};
+pub use helmfuncs::helm_func_map;
