@@ -451,7 +451,10 @@ impl State<'_> {
     ) -> R<Flow> {
         // The range variables are set per element, not by the pipeline.
         let plain = Pipe { pos: pipe.pos, decl: Vec::new(), assign: false, cmds: pipe.cmds.clone() };
-        let v = self.eval_pipeline(dot, &plain)?;
+        let v = match self.eval_pipeline(dot, &plain)? {
+            Step::Val(Value::Object(o)) if o.elements().is_some() => Step::Val(o.elements().unwrap_or_default()),
+            v => v,
+        };
         // Lists are shared (Rc) and maps are snapshotted in key order, as Go
         // ranges over sorted keys; integers are counted, never materialised.
         enum Items {
@@ -936,6 +939,7 @@ impl State<'_> {
             Builtin::Len => {
                 want_args(1, true).map_err(|m| self.exec_err(pos, m))?;
                 let v = self.eval_args_any(dot, args, last, span)?;
+                let v: Vec<Step> = v.into_iter().map(underlying).collect();
                 let n = match &v[0] {
                     Step::Val(Value::String(s)) => s.len(),
                     Step::Val(Value::Bytes(b)) => b.len(),
@@ -953,6 +957,7 @@ impl State<'_> {
             Builtin::Index => {
                 want_args(1, false).map_err(|m| self.exec_err(pos, m))?;
                 let v = self.eval_args_any(dot, args, last, span)?;
+                let v: Vec<Step> = v.into_iter().map(underlying).collect();
                 self.index(&v[0], &v[1..], pos)
             }
             Builtin::Slice => {
@@ -1192,6 +1197,17 @@ impl State<'_> {
         };
         self.nested = Some(e);
         err
+    }
+}
+
+/// A slice or map type with methods, as its elements.
+fn underlying(s: Step) -> Step {
+    match s {
+        Step::Val(Value::Object(o)) => match o.elements() {
+            Some(v) => Step::Val(v),
+            None => Step::Val(Value::Object(o)),
+        },
+        s => s,
     }
 }
 

@@ -32,7 +32,8 @@ fn text(v: &Value) -> String {
 pub fn funcs() -> FuncMap {
     let mut m = FuncMap::new();
     reg(&mut m, "include", &[Str, Any], |h, a| Ok(h.include(&text(&a[0]), &a[1])?.into()));
-    reg(&mut m, "tpl", &[Str, Any], |h, a| Ok(h.tpl(&text(&a[0]), &a[1])?.into()));
+    // Helm's tpl drops every "<no value>" from its output
+    reg(&mut m, "tpl", &[Str, Any], |h, a| Ok(h.tpl(&text(&a[0]), &a[1])?.replace("<no value>", "").into()));
     reg(&mut m, "required", &[Str, Any], |_, a| match &a[1] {
         Value::Nil => Err(FuncError::Fail(text(&a[0]))),
         Value::String(s) if s.is_empty() => Err(FuncError::Fail(text(&a[0]))),

@@ -6,6 +6,8 @@
 //! - `lex`, `parse`: template text into trees; functions resolved at parse time.
 //! - `exec`: Go's execution semantics, with limits on work, output and depth.
 //! - `fmt`: Go's `fmt` verbs for values (`%v`, `printf`).
+//! - `sprig`, `helmfuncs`: the function library (Sprig and Helm's own).
+//! - `goyaml`: YAML as Helm reads and writes it (`toYaml`, values files).
 
 mod exec;
 pub mod fmt;
