@@ -216,7 +216,7 @@ fn cni_shaped_chart_matches_helm() {
         "cni_shaped_chart_matches_helm",
         &[
             Case { release: "kube-cni", namespace: "kube-system", kube_version: Some("1.30.2"), ..case("cni") },
-            Case { release: "cni", namespace: "kube-system", kube_version: Some("v1.20.15"), ..case("cni") },
+            Case { release: "cni", namespace: "kube-system", kube_version: Some("v1.25.16"), ..case("cni") },
             Case { release: "cni", namespace: "kube-system", ..case("cni") },
         ],
     );
@@ -304,6 +304,15 @@ fn output_that_is_not_yaml_names_the_template() {
     let (theirs, ours) = both_fail(&helm_bin, &error_case("errors/bad-yaml"));
     assert!(theirs.contains("bad-yaml/templates/cm.yaml"), "helm: {theirs}");
     assert!(ours.contains("bad-yaml/templates/cm.yaml"), "ours does not name the template: {ours}\nhelm: {theirs}");
+}
+
+#[test]
+fn incompatible_kube_version_fails_as_in_helm() {
+    let Some(helm_bin) = helm::require_helm("incompatible_kube_version_fails_as_in_helm") else { return };
+    let case = Case { kube_version: Some("v1.20.15"), ..case("cni") };
+    let (theirs, ours) = both_fail(&helm_bin, &case);
+    assert!(theirs.contains(">= 1.21.0-0"), "helm: {theirs}");
+    assert!(ours.contains(">= 1.21.0-0") && ours.contains("1.20.15"), "ours: {ours}\nhelm: {theirs}");
 }
 
 #[test]

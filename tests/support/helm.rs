@@ -151,11 +151,13 @@ pub fn object_key(obj: &Json) -> String {
 /// source and position). Two objects with one key get `#2`, `#3` suffixes.
 pub fn parse_docs<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<BTreeMap<String, Json>, String> {
     let mut objects = BTreeMap::new();
-    for (i, (source, content)) in docs.into_iter().enumerate() {
+    // A CRD file is printed as it is: several documents under one `# Source:`.
+    let docs = docs.into_iter().flat_map(|(source, content)| split_plain(content).into_iter().map(move |c| (source, c)));
+    for (i, (source, content)) in docs.enumerate() {
         if content.trim().is_empty() {
             continue;
         }
-        let value: Json = serde_saphyr::from_str(content)
+        let value: Json = serde_saphyr::from_str(&content)
             .map_err(|e| format!("YAML of {source} does not parse: {e}\n---\n{content}"))?;
         if value.is_null() {
             continue;
@@ -170,6 +172,19 @@ pub fn parse_docs<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Res
         objects.insert(key, value);
     }
     Ok(objects)
+}
+
+/// Splits a text at its `---` lines.
+fn split_plain(content: &str) -> Vec<String> {
+    let mut docs = vec![String::new()];
+    for line in content.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            docs.push(String::new());
+        } else if let Some(last) = docs.last_mut() {
+            last.push_str(line);
+        }
+    }
+    docs
 }
 
 /// Replaces what Helm makes random with a stable description of its shape:
