@@ -232,6 +232,7 @@ fn generate(root: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
             ),
         )?;
     }
+    std::fs::create_dir_all(parent.join("charts"))?;
     helm::pack_chart(&sub, "engine", &parent.join("charts/engine-1.16.5.tgz"))?;
     Ok(parent)
 }
