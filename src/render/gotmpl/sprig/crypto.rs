@@ -52,7 +52,10 @@ pub(super) fn register(m: &mut FuncMap) {
             return Ok(format!("invalid username: {user}").into());
         }
         Ok(match algo.as_ref() {
-            "sha" => format!("{user}:{{SHA}}{}", base64::engine::general_purpose::STANDARD.encode(sha1::Sha1::digest(pass.as_bytes()))),
+            "sha" => format!(
+                "{user}:{{SHA}}{}",
+                base64::engine::general_purpose::STANDARD.encode(sha1::Sha1::digest(pass.as_bytes()))
+            ),
             _ => format!("{user}:{}", bcrypt(h, &pass)),
         }
         .into())
@@ -87,9 +90,27 @@ const TEMPLATES: &[(&str, &[&str])] = &[
     (
         "long",
         &[
-            "CvcvnoCvcvCvcv", "CvcvCvcvnoCvcv", "CvcvCvcvCvcvno", "CvccnoCvcvCvcv", "CvccCvcvnoCvcv", "CvccCvcvCvcvno", "CvcvnoCvccCvcv",
-            "CvcvCvccnoCvcv", "CvcvCvccCvcvno", "CvcvnoCvcvCvcc", "CvcvCvcvnoCvcc", "CvcvCvcvCvccno", "CvccnoCvccCvcv", "CvccCvccnoCvcv",
-            "CvccCvccCvcvno", "CvcvnoCvccCvcc", "CvcvCvccnoCvcc", "CvcvCvccCvccno", "CvccnoCvcvCvcc", "CvccCvcvnoCvcc", "CvccCvcvCvccno",
+            "CvcvnoCvcvCvcv",
+            "CvcvCvcvnoCvcv",
+            "CvcvCvcvCvcvno",
+            "CvccnoCvcvCvcv",
+            "CvccCvcvnoCvcv",
+            "CvccCvcvCvcvno",
+            "CvcvnoCvccCvcv",
+            "CvcvCvccnoCvcv",
+            "CvcvCvccCvcvno",
+            "CvcvnoCvcvCvcc",
+            "CvcvCvcvnoCvcc",
+            "CvcvCvcvCvccno",
+            "CvccnoCvccCvcv",
+            "CvccCvccnoCvcv",
+            "CvccCvccCvcvno",
+            "CvcvnoCvccCvcc",
+            "CvcvCvccnoCvcc",
+            "CvcvCvccCvccno",
+            "CvccnoCvcvCvcc",
+            "CvccCvcvnoCvcc",
+            "CvccCvcvCvccno",
         ],
     ),
     ("medium", &["CvcnoCvc", "CvcCvcno"]),
@@ -188,7 +209,10 @@ fn decrypt_aes(password: &str, crypt64: &str) -> Result<String, FuncError> {
     let data = super::encoding::b64_decode(crypt64).map_err(FuncError::msg)?;
     let cipher = aes_key(password)?;
     if data.len() < 16 {
-        return Err(FuncError::msg(format!("runtime error: slice bounds out of range [:16] with capacity {}", data.len())));
+        return Err(FuncError::msg(format!(
+            "runtime error: slice bounds out of range [:16] with capacity {}",
+            data.len()
+        )));
     }
     let (iv, body) = data.split_at(16);
     if body.len() % 16 != 0 {
@@ -209,7 +233,10 @@ fn decrypt_aes(password: &str, crypt64: &str) -> Result<String, FuncError> {
     }
     let pad = out.last().copied().map(usize::from).unwrap_or(0);
     if pad > out.len() {
-        return Err(FuncError::msg(format!("runtime error: slice bounds out of range [:{}]", out.len() as i64 - pad as i64)));
+        return Err(FuncError::msg(format!(
+            "runtime error: slice bounds out of range [:{}]",
+            out.len() as i64 - pad as i64
+        )));
     }
     out.truncate(out.len() - pad);
     Ok(String::from_utf8_lossy(&out).into_owned())

@@ -84,7 +84,10 @@ fn b32_decode(text: &str) -> Result<Vec<u8>, String> {
             if *c == b'=' {
                 break;
             }
-            let v = B32.iter().position(|x| x == c).ok_or_else(|| format!("illegal base32 data at input byte {}", ci * 8 + i))?;
+            let v = B32
+                .iter()
+                .position(|x| x == c)
+                .ok_or_else(|| format!("illegal base32 data at input byte {}", ci * 8 + i))?;
             bits |= (v as u64) << (35 - i * 5);
             n += 1;
         }
@@ -112,7 +115,9 @@ fn adler32(data: &[u8]) -> u32 {
 /// Go's `json.Unmarshal` into `interface{}` (numbers as float64), with Go's
 /// error wording for the common cases.
 pub fn from_json(text: &str) -> Result<Value, FuncError> {
-    serde_json::from_str::<serde_json::Value>(text).map(|j| Value::from_json(&j)).map_err(|e| FuncError::msg(json_error(text, &e)))
+    serde_json::from_str::<serde_json::Value>(text)
+        .map(|j| Value::from_json(&j))
+        .map_err(|e| FuncError::msg(json_error(text, &e)))
 }
 
 pub(crate) fn json_error(text: &str, e: &serde_json::Error) -> String {
@@ -270,7 +275,10 @@ mod tests {
         assert_eq!(callv("b32enc", &[st("hi")]), "NBUQ====");
         assert_eq!(callv("b32dec", &[st("NBUQ====")]), "hi");
         assert_eq!(callv("sha1sum", &[st("abc")]), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(callv("sha256sum", &[st("abc")]), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            callv("sha256sum", &[st("abc")]),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(callv("adler32sum", &[st("Wikipedia")]), "300286872");
         assert_eq!(callv("sha512sum", &[st("")]).len(), 128);
     }
@@ -280,7 +288,10 @@ mod tests {
         let d = dict(&[("b", li(vec![Value::Float(1.0), Value::Float(1.5), Value::Nil])), ("a", st("<x&y>"))]);
         assert_eq!(callv("toJson", &[d.clone()]), r#"{"a":"\u003cx\u0026y\u003e","b":[1,1.5,null]}"#);
         assert_eq!(callv("toRawJson", &[d.clone()]), r#"{"a":"<x&y>","b":[1,1.5,null]}"#);
-        assert_eq!(callv("toPrettyJson", &[d]), "{\n  \"a\": \"\\u003cx\\u0026y\\u003e\",\n  \"b\": [\n    1,\n    1.5,\n    null\n  ]\n}");
+        assert_eq!(
+            callv("toPrettyJson", &[d]),
+            "{\n  \"a\": \"\\u003cx\\u0026y\\u003e\",\n  \"b\": [\n    1,\n    1.5,\n    null\n  ]\n}"
+        );
         assert_eq!(callv("toJson", &[Value::Float(1e21)]), "1e+21");
         assert_eq!(callv("toJson", &[Value::Float(1e20)]), "100000000000000000000");
         assert_eq!(callv("toJson", &[Value::Float(0.0000001)]), "1e-7");

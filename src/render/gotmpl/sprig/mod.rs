@@ -179,11 +179,7 @@ pub(crate) fn parse_go_int(s: &str) -> Option<i64> {
     }
     let mag = u64::from_str_radix(&digits, radix).ok()?;
     if neg {
-        if mag > i64::MAX as u64 + 1 {
-            None
-        } else {
-            Some((mag as i64).wrapping_neg())
-        }
+        if mag > i64::MAX as u64 + 1 { None } else { Some((mag as i64).wrapping_neg()) }
     } else {
         i64::try_from(mag).ok()
     }
@@ -237,9 +233,7 @@ pub(crate) fn deep_equal(a: &Value, b: &Value) -> bool {
             let (x, y) = (x.borrow(), y.borrow());
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| deep_equal(v, w)))
         }
-        (Value::Object(x), Value::Object(y)) => {
-            x.type_name() == y.type_name() && x.go_string() == y.go_string()
-        }
+        (Value::Object(x), Value::Object(y)) => x.type_name() == y.type_name() && x.go_string() == y.go_string(),
         _ => false,
     }
 }
@@ -321,5 +315,5 @@ pub(crate) mod testhost {
 }
 
 pub(crate) use encoding::json_float as encoding_json_float;
-pub(crate) use parse_go_int as parse_int;
 pub use encoding::{from_json, go_json};
+pub(crate) use parse_go_int as parse_int;
