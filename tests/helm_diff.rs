@@ -25,7 +25,13 @@ use serde_json::Value as Json;
 /// comparison; an entry that agrees again is reported so that it can go.
 const KNOWN: &[(&str, Option<&str>, &str, &str, &str)] = &[
     ("files", None, "v1/ConfigMap//files-get", "/data/binB64", ".Files.Get of a binary file loses bytes"),
-    ("crds-hooks", Some("1.29.4"), "example.org/v1/Widget//rel-widget", "/spec/kubeShort", "%v of .Capabilities.KubeVersion"),
+    (
+        "crds-hooks",
+        Some("1.29.4"),
+        "example.org/v1/Widget//rel-widget",
+        "/spec/kubeShort",
+        "%v of .Capabilities.KubeVersion",
+    ),
     ("crds-hooks", None, "example.org/v1/Widget//rel-widget", "/spec/kube", "default kube version v1.36.0"),
     ("crds-hooks", None, "example.org/v1/Widget//rel-widget", "/spec/kubeMinor", "default kube version v1.36.0"),
     ("crds-hooks", None, "example.org/v1/Widget//rel-widget", "/spec/kubeShort", "%v of .Capabilities.KubeVersion"),
@@ -91,15 +97,7 @@ struct Case {
 }
 
 const fn case(chart: &'static str) -> Case {
-    Case {
-        chart,
-        release: "rel",
-        namespace: "ns",
-        kube_version: None,
-        include_crds: false,
-        values: &[],
-        vendored: &[],
-    }
+    Case { chart, release: "rel", namespace: "ns", kube_version: None, include_crds: false, values: &[], vendored: &[] }
 }
 
 /// The chart directory to render: in place, or a temporary copy with vendored `.tgz`s.
@@ -188,7 +186,8 @@ fn objects(docs: &[(String, String)], who: &str, chart: &str) -> BTreeMap<String
 fn compare(helm_bin: &Path, case: &Case) -> Option<String> {
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = prepare(case, tmp.path());
-    let label = format!("{} (kube {:?}, crds {}, values {:?})", case.chart, case.kube_version, case.include_crds, case.values);
+    let label =
+        format!("{} (kube {:?}, crds {}, values {:?})", case.chart, case.kube_version, case.include_crds, case.values);
     let theirs = helm::helm_template(helm_bin, &dir, &helm_args(case))
         .unwrap_or_else(|e| panic!("{label}: helm fails on a chart of the corpus:\n{e}"));
     let theirs: Vec<(String, String)> =
@@ -232,7 +231,13 @@ fn compare(helm_bin: &Path, case: &Case) -> Option<String> {
 fn run_cases(test: &str, cases: &[Case]) {
     let Some(helm_bin) = helm::require_helm(test) else { return };
     let failures: Vec<String> = cases.iter().filter_map(|c| compare(&helm_bin, c)).collect();
-    assert!(failures.is_empty(), "{} of {} cases differ from helm:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ from helm:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -360,7 +365,11 @@ fn template_errors_name_file_and_line_as_helm() {
             }
         }
         if !missing.is_empty() {
-            failures.push(format!("{chart}: ours does not name {}\n  helm: {}\n  ours: {ours}", missing.join(", "), theirs.trim()));
+            failures.push(format!(
+                "{chart}: ours does not name {}\n  helm: {}\n  ours: {ours}",
+                missing.join(", "),
+                theirs.trim()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

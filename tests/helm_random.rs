@@ -19,9 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use clusterstack::render::gotmpl::{
-    ExecOptions, MissingKey, Templates, Value, execute, helm_func_map, yaml_to_value,
-};
+use clusterstack::render::gotmpl::{ExecOptions, MissingKey, Templates, Value, execute, helm_func_map, yaml_to_value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -99,7 +97,11 @@ fn run_batch(helm: &Path, seed: u64) -> (usize, Vec<String>) {
         }
     }
 
-    eprintln!("seed {seed}: {} of {} templates fail in helm ({runs} helm runs)", bodies.len() - live.len(), bodies.len());
+    eprintln!(
+        "seed {seed}: {} of {} templates fail in helm ({runs} helm runs)",
+        bodies.len() - live.len(),
+        bodies.len()
+    );
 
     // ours
     let funcs = helm_func_map();
@@ -128,7 +130,9 @@ fn run_batch(helm: &Path, seed: u64) -> (usize, Vec<String>) {
         };
         let known = KNOWN.iter().find(|(s, t, _)| *s == seed && *t == i).map(|(_, _, why)| *why);
         match (agree, known) {
-            (true, Some(why)) => eprintln!("known mismatch now agrees, remove it from KNOWN: seed {seed} gen{i} ({why})"),
+            (true, Some(why)) => {
+                eprintln!("known mismatch now agrees, remove it from KNOWN: seed {seed} gen{i} ({why})")
+            }
             (false, Some(why)) => eprintln!("KNOWN mismatch (MISMATCHES.md): seed {seed} gen{i}: {why}"),
             _ => {}
         }
@@ -225,8 +229,28 @@ enum Kind {
 }
 
 const WORDS: &[&str] = &[
-    "alpha", "Beta", "gamma delta", "", "yes", "on", "007", "1e3", "0x1F", "~", "true", "a-b_c", "x.y", "  pad  ",
-    "ünï", "<&>", "%d", "{{", "null", "3.0", "-", "CamelCase",
+    "alpha",
+    "Beta",
+    "gamma delta",
+    "",
+    "yes",
+    "on",
+    "007",
+    "1e3",
+    "0x1F",
+    "~",
+    "true",
+    "a-b_c",
+    "x.y",
+    "  pad  ",
+    "ünï",
+    "<&>",
+    "%d",
+    "{{",
+    "null",
+    "3.0",
+    "-",
+    "CamelCase",
 ];
 
 fn scalar(rng: &mut StdRng) -> (String, Kind) {
@@ -398,7 +422,11 @@ impl Gen<'_> {
                 let rest = self.stmt();
                 format!("{s}{rest}")
             }
-            10 => format!("{}{}", self.pick(&["{{/* comment */}}", "{{- /* comment */ -}}", "{{- /* c */}}"]), self.text()),
+            10 => format!(
+                "{}{}",
+                self.pick(&["{{/* comment */}}", "{{- /* comment */ -}}", "{{- /* c */}}"]),
+                self.text()
+            ),
             _ => format!("{}{}{}", self.text(), self.text(), self.text()),
         };
         self.depth -= 1;
@@ -510,7 +538,10 @@ impl Gen<'_> {
         let s = |g: &mut Self| g.operand(&[Str]).0;
         let n = |g: &mut Self| g.operand(&[Num]).0;
         match self.rng.random_range(0..34) {
-            0 => (format!("printf \"%v-%s-%d-%q-%5.2f-%x\" {any} {any2} {} {} {} {}", n(self), s(self), n(self), s(self)), Str),
+            0 => (
+                format!("printf \"%v-%s-%d-%q-%5.2f-%x\" {any} {any2} {} {} {} {}", n(self), s(self), n(self), s(self)),
+                Str,
+            ),
             1 => (format!("print {any} {any2}"), Str),
             2 => {
                 let (a, k) = self.operand(&[Str, Num, Bool]);
@@ -597,9 +628,19 @@ impl Gen<'_> {
             ("wrap 3", Str),
             ("abbrev 5", Str),
         ];
-        const LIST: &[(&str, Kind)] =
-            &[("first", Any), ("last", Any), ("uniq", List), ("compact", List), ("len", Num), ("has \"a\"", Bool), ("join \"+\"", Str), ("sortAlpha", List), ("reverse", List)];
-        const MAP: &[(&str, Kind)] = &[("len", Num), ("keys | sortAlpha", List), ("values | toStrings | sortAlpha", List)];
+        const LIST: &[(&str, Kind)] = &[
+            ("first", Any),
+            ("last", Any),
+            ("uniq", List),
+            ("compact", List),
+            ("len", Num),
+            ("has \"a\"", Bool),
+            ("join \"+\"", Str),
+            ("sortAlpha", List),
+            ("reverse", List),
+        ];
+        const MAP: &[(&str, Kind)] =
+            &[("len", Num), ("keys | sortAlpha", List), ("values | toStrings | sortAlpha", List)];
         const NUM: &[(&str, Kind)] = &[("add1", Num), ("int", Num), ("floor", Num), ("ceil", Num)];
         let typed: &[(&str, Kind)] = match kind {
             Str => STR,

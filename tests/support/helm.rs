@@ -152,7 +152,8 @@ pub fn object_key(obj: &Json) -> String {
 pub fn parse_docs<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<BTreeMap<String, Json>, String> {
     let mut objects = BTreeMap::new();
     // A CRD file is printed as it is: several documents under one `# Source:`.
-    let docs = docs.into_iter().flat_map(|(source, content)| split_plain(content).into_iter().map(move |c| (source, c)));
+    let docs =
+        docs.into_iter().flat_map(|(source, content)| split_plain(content).into_iter().map(move |c| (source, c)));
     for (i, (source, content)) in docs.enumerate() {
         if content.trim().is_empty() {
             continue;
@@ -237,10 +238,8 @@ fn random_shape(s: &str, key: &str) -> Option<String> {
 }
 
 fn pem_kinds(s: &str) -> Option<String> {
-    let kinds: Vec<&str> = s
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("-----BEGIN ")?.strip_suffix("-----"))
-        .collect();
+    let kinds: Vec<&str> =
+        s.lines().filter_map(|l| l.trim().strip_prefix("-----BEGIN ")?.strip_suffix("-----")).collect();
     (!kinds.is_empty()).then(|| kinds.join("+"))
 }
 
