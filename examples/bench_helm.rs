@@ -10,7 +10,6 @@
 //! (`VmHWM`, the high-water mark) while it runs, or taken from GNU time when present.
 
 #[path = "../tests/support/helm.rs"]
-#[allow(dead_code)]
 mod helm;
 
 use std::fmt::Write as _;
@@ -344,7 +343,7 @@ spec:
   maxUnavailable: 1
 "#
     );
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         t.push_str(&format!(
             "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{{{ include \"engine.fullname\" . }}}}-{component}-config\ndata:\n  rendered: {{{{ tpl \"{{{{ .Release.Name }}}}-{{{{ .Chart.Version }}}}\" . | quote }}}}\n  features: {{{{ .Values.features | toJson | b64enc | quote }}}}\n"
         ));

@@ -6,6 +6,9 @@
 //! exports its path as `CLUSTERSTACK_HELM`. Without helm, a local run prints a loud SKIPPED line;
 //! with `CI=true` a missing helm fails the test.
 
+// Each test binary and the benchmark use a different part of it.
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
