@@ -262,6 +262,8 @@ struct Outcome {
 /// discovery. It keeps no other state; every pass reads what is on the server.
 pub struct Applier {
     client: Client,
+    /// resourceVersions our applies got (memory only: the watches' filter of our own writes).
+    applied: std::sync::Mutex<RecordedVersions>,
     discovery: DiscoveryCache,
     concurrency: usize,
 }
@@ -269,13 +271,30 @@ pub struct Applier {
 impl Applier {
     /// An applier using `client`, applying up to [`DEFAULT_CONCURRENCY`] objects at a time.
     pub fn new(client: Client) -> Self {
-        Self { discovery: DiscoveryCache::new(client.clone()), client, concurrency: DEFAULT_CONCURRENCY }
+        Self {
+            discovery: DiscoveryCache::new(client.clone()),
+            client,
+            applied: std::sync::Mutex::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+        }
     }
 
     /// Sets how many objects of one ordering group are applied at the same time (at least 1).
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
         self
+    }
+
+    /// The discovery cache (shared with the watches, which resolve the kinds they follow).
+    pub fn discovery(&self) -> &DiscoveryCache {
+        &self.discovery
+    }
+
+    /// The resourceVersion our last apply got for an object, by (group, kind, namespace, name):
+    /// a watch event carrying it is our own write.
+    pub fn applied_version(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<String> {
+        let key = (group.to_string(), kind.to_string(), namespace.to_string(), name.to_string());
+        self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned()
     }
 
     fn api(&self, resolved: &Resolved, namespace: &str) -> Api<DynamicObject> {
@@ -462,6 +481,10 @@ impl Applier {
                     Change::Changed => tracing::info!(object = %key, "changed by apply"),
                     _ => tracing::trace!(object = %key, "unchanged"),
                 }
+                self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(
+                    (key.group.clone(), key.kind.clone(), key.namespace.clone(), key.name.clone()),
+                    after.clone(),
+                );
                 let mut status = key.status(SyncStatus::Synced, String::new());
                 status.resource_version = after;
                 Outcome { status, key, change }
