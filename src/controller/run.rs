@@ -126,15 +126,31 @@ pub async fn run_with(
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
     let config = ControllerConfig::default().concurrency(settings.concurrency);
-    let stack_ctrl = Controller::new(stacks, watcher::Config::default())
-        .owns(releases.clone(), watcher::Config::default())
+    // Sharding: this instance sees only its shard's ClusterStacks and releases.
+    let selector = super::watch::shard_selector(settings.shard.as_deref());
+    let by_shard = || watcher::Config::default().labels(&selector);
+    let Some(triggers) = ctx.watches.take_streams() else {
+        return Err(RunError::Lease("the trigger streams were taken twice".into()));
+    };
+    let stack_ctrl = Controller::new(stacks, by_shard())
+        .owns(releases.clone(), by_shard())
+        .reconcile_on(triggers.stacks)
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-    let release_ctrl = Controller::new(releases, watcher::Config::default())
+    let release_ctrl = Controller::new(releases, by_shard())
+        .reconcile_on(triggers.releases)
         .with_config(config)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
 
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
+    ctx.watches.set_stores(stack_store.clone(), release_store.clone());
+    super::watch::start_clusters(&ctx);
+    let watch_stop = ctx.watches.stop.clone();
+    let stop_watches = shutdown.clone();
+    tokio::spawn(async move {
+        stop_watches.cancelled().await;
+        watch_stop.cancel();
+    });
     let readiness = handles.readiness.clone();
     tokio::spawn(async move {
         // `wait_until_ready` wakes only the last task that polled it (the controller polls it
