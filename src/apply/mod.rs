@@ -336,7 +336,9 @@ impl Applier {
             .previous
             .iter()
             .filter(|r| r.status == SyncStatus::Synced)
-            .map(|r| ((r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()), r.resource_version.clone()))
+            .map(|r| {
+                ((r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()), r.resource_version.clone())
+            })
             .collect();
         // Consecutive runs of one ordering class.
         let mut groups: Vec<Vec<&DynamicObject>> = Vec::new();

@@ -141,7 +141,8 @@ pub struct Context {
     pub watches: Watches,
     /// One poller per repository.
     pub pollers: Pollers<AnySource>,
-    /// `tokenSecretRef` tokens read, by (namespace, Secret, key); dropped when the Secret changes.
+    /// `tokenSecretRef` tokens read, by (namespace, Secret, key); dropped when GitHub refuses one
+    /// or a poll is forced.
     tokens: Arc<Mutex<HashMap<(String, String, String), String>>>,
 }
 
@@ -208,20 +209,9 @@ impl Context {
             Some(t) => t,
             None => {
                 let token = self.read_token(namespace, &secret_ref.name, key).await?;
-                let first = lock(&self.tokens).insert(token_key.clone(), token.clone()).is_none();
-                if first {
-                    // Read again only when the Secret changes: no request per pass.
-                    let tokens = self.tokens.clone();
-                    super::watch::watch_secret(
-                        self.client.clone(),
-                        namespace,
-                        &secret_ref.name,
-                        self.watches.stop.clone(),
-                        move || {
-                            lock(&tokens).remove(&token_key);
-                        },
-                    );
-                }
+                // Kept until GitHub refuses it or a poll is forced: no request per pass, and
+                // no list/watch permission on Secrets (RBAC cannot narrow those to one name).
+                lock(&self.tokens).insert(token_key, token.clone());
                 token
             }
         };
@@ -239,6 +229,11 @@ impl Context {
             }
         };
         crate::source::open(spec, &client)
+    }
+
+    /// Forgets the cached `tokenSecretRef` tokens of `namespace` (read again at the next use).
+    pub fn forget_tokens(&self, namespace: &str) {
+        lock(&self.tokens).retain(|(ns, _, _), _| ns != namespace);
     }
 
     async fn read_token(&self, namespace: &str, name: &str, key: &str) -> Result<String, SourceError> {

@@ -14,6 +14,7 @@
 //! `docs/DESIGN.md` describes both reconcile loops.
 
 pub mod backoff;
+pub mod cache_gc;
 pub mod clusters;
 
 pub mod config;

@@ -206,11 +206,8 @@ async fn reconcile_inner(
     let opts = ApplyOptions::new(ReleaseOwner::new(&tag, &ns)).with_previous(previous);
     let report = ctx.applier.apply(&objects, &opts).await?;
     // Someone else's change to what was applied reaches this release within seconds.
-    let mut kinds: Vec<kube::api::GroupVersionKind> = report
-        .inventory
-        .iter()
-        .map(|r| kube::api::GroupVersionKind::gvk(&r.group, &r.version, &r.kind))
-        .collect();
+    let mut kinds: Vec<kube::api::GroupVersionKind> =
+        report.inventory.iter().map(|r| kube::api::GroupVersionKind::gvk(&r.group, &r.version, &r.kind)).collect();
     kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
     kinds.dedup();
     for kind in &kinds {
@@ -341,7 +338,17 @@ async fn fetch(
             }
             Err(e) => {
                 tracing::warn!(release = %release_name, error = %e, "download failed");
-                DownloadState::Failed(e.to_string())
+                let text = e.to_string();
+                // A full cache volume is named as such, not left to an I/O error text.
+                let full = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<std::io::Error>())
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+                    || text.contains("No space left on device");
+                DownloadState::Failed(if full {
+                    format!("the release cache volume is full (raise its size or lower --cache-grace): {text}")
+                } else {
+                    text
+                })
             }
         };
         task_ctx.record_github_stats();

@@ -119,10 +119,17 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
         // triggers them when the listing changed; a new `reconcile-requested-at` forces a poll.
         let previous = ctx.poll(key);
         let forced = previous.as_ref().is_some_and(|p| {
-            p.last.requested_at.as_deref()
-                != stack.annotations().get(super::RECONCILE_REQUESTED_AT).map(String::as_str)
+            p.last.requested_at.as_deref() != stack.annotations().get(super::RECONCILE_REQUESTED_AT).map(String::as_str)
         });
         let spec = source_spec(stack, ctx)?;
+        let refused = previous.as_ref().is_some_and(|p| {
+            matches!(&p.listing, Err(SyncOutcome::Unavailable { message, .. })
+                if message.contains("401") || message.contains("Bad credentials"))
+        });
+        if forced || refused {
+            // A rotated tokenSecretRef is read again.
+            ctx.forget_tokens(&ns);
+        }
         let listing = match ctx.open_in(&spec, &ns).await {
             Ok(source) => {
                 let source_key = source.cache_key();

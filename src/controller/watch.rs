@@ -19,13 +19,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
+use futures::TryStreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
-use futures::{StreamExt, TryStreamExt};
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ClusterStack, ClusterStackRelease};
@@ -413,34 +413,6 @@ fn object_changed(
     );
     ctx.set_memo(&format!("{release_ns}/{tag}"), None);
     ctx.watches.trigger_release(release_ns, tag);
-}
-
-/// Watches one Secret (metadata only, by name) and calls `changed` when it changes or goes.
-pub fn watch_secret(client: Client, namespace: &str, name: &str, stop: CancellationToken, changed: impl Fn() + Send + 'static) {
-    let api: Api<PartialObjectMeta<k8s_openapi::api::core::v1::Secret>> = Api::namespaced(client, namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    tokio::spawn(async move {
-        let stream = watcher(api, config).default_backoff().touched_objects();
-        futures::pin_mut!(stream);
-        let mut last: Option<String> = None;
-        loop {
-            let next = tokio::select! {
-                n = stream.next() => n,
-                () = stop.cancelled() => return,
-            };
-            match next {
-                Some(Ok(meta)) => {
-                    let rv = meta.resource_version();
-                    if last.is_some() && last != rv {
-                        changed();
-                    }
-                    last = rv;
-                }
-                Some(Err(_)) => changed(),
-                None => return,
-            }
-        }
-    });
 }
 
 #[cfg(test)]
