@@ -190,7 +190,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Hand edits of an applied object, reverted by the watch.
     let mut edits = Vec::new();
     for i in 0..size.samples {
-        let name = "docker-ferrol-1-27-control-plane-v3";
+        let namespace = ns(i);
+        let Some(name) = server
+            .list_objects(KCPT, "KubeadmControlPlaneTemplate")
+            .into_iter()
+            .find(|o| {
+                o["metadata"]["namespace"] == namespace.as_str()
+                    && o["metadata"]["labels"]["clusterstack.x-k8s.io/release"] == tag(3)
+            })
+            .and_then(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        else {
+            continue;
+        };
+        let name = name.as_str();
         let sans = |s: &ApiServer| {
             s.get_object(KCPT, "KubeadmControlPlaneTemplate", Some(&ns(i)), name).map(|o| {
                 o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"]["certSANs"]

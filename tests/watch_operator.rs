@@ -229,10 +229,13 @@ async fn a_quiet_period_sends_no_api_request() {
     let server = server().await;
     let cache = tempfile::tempdir().unwrap();
     let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
-    for name in ["a", "b", "c"] {
-        server.put_object(stack_in(NS, name, &[], true, "1s"));
+    for ns in ["quiet-a", "quiet-b", "quiet-c"] {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        server.put_object(stack_in(ns, "ferrol", &[], true, "1s"));
     }
-    wait_within("v3 ready", WAIT, || ready_in(&server, NS, V3)).await;
+    for ns in ["quiet-a", "quiet-b", "quiet-c"] {
+        wait_within("v3 ready", WAIT, || ready_in(&server, ns, V3)).await;
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
     server.clear_requests();
     // Five poll intervals of the (directory) source with nothing new.
@@ -317,4 +320,39 @@ async fn two_shards_split_the_stacks_and_none_is_handled_twice() {
     }
     op_a.stop().await;
     op_b.stop().await;
+}
+
+fn cached_tags(cache: &Path) -> Vec<String> {
+    clusterstack::source::cache::entries_under(cache).into_iter().map(|e| e.tag).collect()
+}
+
+#[tokio::test]
+async fn the_cache_drops_a_release_after_the_grace_period_never_while_another_namespace_uses_it() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.cache_grace = Duration::from_secs(1);
+    let op = Operator::start(&server, s);
+    for ns in ["team-a", "team-b"] {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        server.put_object(stack_in(ns, "ferrol", &["v2"], true, "1h"));
+    }
+    for ns in ["team-a", "team-b"] {
+        wait_within("v2 ready", WAIT, || ready_in(&server, ns, "docker-ferrol-1-27-v2")).await;
+    }
+    assert!(cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string()));
+    // team-a lets v2 go; team-b still has it: it stays in the cache well past the grace period.
+    server.put_object(stack_in("team-a", "ferrol", &[], true, "1h"));
+    wait_within("v2 deleted in team-a", WAIT, || release_in(&server, "team-a", "docker-ferrol-1-27-v2").is_none())
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string()), "team-b still uses v2");
+    // Nobody references it any more: removed after the grace period; v3 stays.
+    server.put_object(stack_in("team-b", "ferrol", &[], true, "1h"));
+    wait_within("v2 removed from the cache", Duration::from_secs(10), || {
+        !cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string())
+    })
+    .await;
+    assert!(cached_tags(cache.path()).contains(&V3.to_string()));
+    op.stop().await;
 }

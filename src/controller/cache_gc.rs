@@ -61,7 +61,9 @@ pub fn start(ctx: &Arc<Context>) {
 pub async fn pass(ctx: &Context, first_unreferenced: &mut HashMap<(String, String), Instant>) {
     // Only a synced store may say "no longer referenced".
     let Some(store) = ctx.watches.releases() else { return };
-    if store.wait_until_ready().await.is_err() {
+    // `wait_until_ready` wakes only the last task that polled it (the controller polls it too):
+    // ask briefly, and skip this pass when the store is not synced.
+    if !matches!(tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await, Ok(Ok(()))) {
         return;
     }
     // By tag, in any namespace and any source: a release still used anywhere stays.

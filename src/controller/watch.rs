@@ -175,11 +175,15 @@ impl Watches {
         }
     }
 
-    /// Every Cluster's class usage, once the Cluster index is synced (waits for it).
-    pub async fn cluster_usages(&self) -> Vec<ClassUsage> {
+    /// Every Cluster's class usage, once the Cluster index is synced (waits up to 30 s for it);
+    /// an error when it is not: without the usages a plan could delete a release in use.
+    pub async fn cluster_usages(&self) -> Result<Vec<ClassUsage>, super::ReconcileError> {
         let mut synced = self.clusters_synced.subscribe();
-        let _ = synced.wait_for(|s| *s).await;
-        lock(&self.clusters).usages.values().cloned().collect()
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), synced.wait_for(|s| *s)).await;
+        if !matches!(waited, Ok(Ok(_))) {
+            return Err(super::ReconcileError::Config("the CAPI Cluster watch has not synced yet".into()));
+        }
+        Ok(lock(&self.clusters).usages.values().cloned().collect())
     }
 
     /// Whether the Cluster index is synced.
