@@ -211,8 +211,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let good = sans(&server);
         server.edit_object(KCPT, "KubeadmControlPlaneTemplate", Some(&ns(i)), name, |o| {
-            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"]["certSANs"] =
-                json!(["evil.example.com"]);
+            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"]["extraArgs"]
+                ["enable-hostpath-provisioner"] = json!("false");
         });
         if let Some(t) = wait(Duration::from_secs(30), || sans(&server) == good).await {
             edits.push(t);

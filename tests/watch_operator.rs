@@ -124,31 +124,33 @@ fn cluster(name: &str, class: &str) -> Value {
     })
 }
 
+const KCPT: &str = "controlplane.cluster.x-k8s.io/v1beta1";
+
+/// The name of release v3's KubeadmControlPlaneTemplate in `NS`.
+fn kcpt_name(server: &ApiServer) -> String {
+    server
+        .list_objects(KCPT, "KubeadmControlPlaneTemplate")
+        .into_iter()
+        .find(|o| o["metadata"]["namespace"] == NS && o["metadata"]["labels"]["clusterstack.x-k8s.io/release"] == V3)
+        .and_then(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .expect("v3 applied a KubeadmControlPlaneTemplate")
+}
+
+/// The part of the template the hand edits change.
 fn cert_sans(server: &ApiServer) -> Value {
     server
-        .get_object(
-            "controlplane.cluster.x-k8s.io/v1beta1",
-            "KubeadmControlPlaneTemplate",
-            Some(NS),
-            "docker-ferrol-1-27-control-plane-v3",
-        )
+        .get_object(KCPT, "KubeadmControlPlaneTemplate", Some(NS), &kcpt_name(server))
         .map(|o| {
-            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"]["certSANs"].clone()
+            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"].clone()
         })
         .unwrap_or(Value::Null)
 }
 
 fn hand_edit(server: &ApiServer) {
-    server.edit_object(
-        "controlplane.cluster.x-k8s.io/v1beta1",
-        "KubeadmControlPlaneTemplate",
-        Some(NS),
-        "docker-ferrol-1-27-control-plane-v3",
-        |o| {
-            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"]["certSANs"] =
-                json!(["evil.example.com"]);
-        },
-    );
+    server.edit_object(KCPT, "KubeadmControlPlaneTemplate", Some(NS), &kcpt_name(server), |o| {
+        o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"]["extraArgs"]
+            ["enable-hostpath-provisioner"] = json!("false");
+    });
 }
 
 #[tokio::test]
@@ -159,7 +161,11 @@ async fn a_hand_edit_is_reverted_within_seconds_also_after_the_watch_expired() {
     server.put_object(stack_in(NS, "ferrol", &[], true, "1h"));
     wait_within("v3 ready", WAIT, || ready_in(&server, NS, V3)).await;
     let good = cert_sans(&server);
-    assert!(good.is_array(), "{good}");
+    assert!(
+        good.is_object(),
+        "{:#}",
+        server.get_object(KCPT, "KubeadmControlPlaneTemplate", Some(NS), &kcpt_name(&server)).unwrap_or_default()
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     hand_edit(&server);
