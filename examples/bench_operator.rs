@@ -1,12 +1,14 @@
-//! 100 ClusterStacks (one per namespace) following one fake GitHub repository, on the API server
-//! double with 2 ms latency per request. Prints the cold start until every release is ready (wall
-//! time, the operator's peak RSS, GitHub and API requests), then what one more poll interval with
-//! nothing new costs (GitHub requests, object mutations).
+//! The operator at scale on the API server double (2 ms latency per request) and the fake GitHub:
+//! N ClusterStacks (one per namespace) on R repositories, C CAPI Clusters. Prints the cold start
+//! until every release is ready, the operator's peak RSS, what one quiet poll interval costs (API
+//! requests, GitHub requests, mutations), and p50/p99 reaction times for a Cluster moving class
+//! (the release it left is deleted) and a hand edit of an applied object (reverted).
 //!
 //! The operator runs in a child process (this example run again with `--operator`), so that its
 //! peak RSS (`VmHWM`) is its own, not the test doubles'.
 //!
-//! `cargo run --release --example bench_operator`
+//! `cargo run --release --example bench_operator -- --stacks 1000 --repos 10 --clusters 5000`
+//! (defaults: 100 stacks, 10 repositories, 500 Clusters, 2 ms, poll 10 s, 20 samples).
 
 #[path = "../tests/fake_github/mod.rs"]
 mod fake_github;
@@ -21,14 +23,94 @@ use clusterstack::controller::run::{RunOptions, run};
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
-use serde_json::json;
+use serde_json::{Value, json};
 use support::ApiServer;
-use support::fixtures::capi_crds;
+use support::fixtures::{capi_crds, load_yaml};
 use tokio_util::sync::CancellationToken;
 
-const STACKS: usize = 100;
-const LATENCY: Duration = Duration::from_millis(2);
-const POLL: Duration = Duration::from_secs(10);
+const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
+const KCPT: &str = "controlplane.cluster.x-k8s.io/v1beta1";
+
+struct Size {
+    stacks: usize,
+    repos: usize,
+    clusters: usize,
+    latency: Duration,
+    poll: Duration,
+    samples: usize,
+}
+
+fn size() -> Result<Size, String> {
+    let mut s = Size {
+        stacks: 100,
+        repos: 10,
+        clusters: 500,
+        latency: Duration::from_millis(2),
+        poll: Duration::from_secs(10),
+        samples: 20,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let [flag, value] = pair else { return Err(format!("{pair:?}: a flag needs a value")) };
+        let n: u64 = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
+        match flag.as_str() {
+            "--stacks" => s.stacks = n as usize,
+            "--repos" => s.repos = (n as usize).max(1),
+            "--clusters" => s.clusters = n as usize,
+            "--latency-ms" => s.latency = Duration::from_millis(n),
+            "--poll-s" => s.poll = Duration::from_secs(n.max(1)),
+            "--samples" => s.samples = n as usize,
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    s.samples = s.samples.min(s.stacks);
+    Ok(s)
+}
+
+fn ns(i: usize) -> String {
+    format!("stacks-{i:04}")
+}
+
+fn tag(v: u32) -> String {
+    format!("docker-ferrol-1-27-v{v}")
+}
+
+fn stack(i: usize, repos: usize, poll: Duration, versions: &[&str]) -> Value {
+    json!({
+        "apiVersion": CS, "kind": "ClusterStack",
+        "metadata": {"name": "ferrol", "namespace": ns(i)},
+        "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27", "channel": "stable",
+                 "autoSubscribe": true, "versions": versions, "pollInterval": format!("{}s", poll.as_secs()),
+                 "source": {"github": {"owner": "acme", "repository": format!("stacks-{}", i % repos)}}}
+    })
+}
+
+fn cluster(name: &str, namespace: &str, class: &str) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"topology": {"class": class, "version": "v1.27.5"}}
+    })
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn wait(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while !check() {
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Some(start.elapsed())
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,38 +118,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().nth(1).as_deref() == Some("--operator") {
         return operator().await;
     }
+    let size = size()?;
 
     let server = ApiServer::start().await;
     for crd in clusterstack::api::all_crds() {
         server.put_object(serde_json::to_value(&crd)?);
     }
-    for crd in capi_crds() {
+    for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
         server.put_object(serde_json::to_value(&crd)?);
     }
     let fake = FakeGitHub::start().await;
     let releases = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases");
-    for v in 1..=3 {
-        let tag = format!("docker-ferrol-1-27-v{v}");
-        let mut release = FakeRelease::new(&tag);
-        let mut files: Vec<_> = std::fs::read_dir(releases.join(&tag))?.flatten().map(|e| e.path()).collect();
-        files.sort();
-        for f in files {
-            let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            release = release.asset(FakeAsset::new(&name, std::fs::read(&f)?));
+    for r in 0..size.repos {
+        for v in 2..=3 {
+            let mut release = FakeRelease::new(&tag(v));
+            let mut files: Vec<_> = std::fs::read_dir(releases.join(tag(v)))?.flatten().map(|e| e.path()).collect();
+            files.sort();
+            for f in files {
+                let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                release = release.asset(FakeAsset::new(&name, std::fs::read(&f)?));
+            }
+            fake.add_release("acme", &format!("stacks-{r}"), release);
         }
-        fake.add_release("acme", "stacks", release);
     }
-    for i in 0..STACKS {
-        let ns = format!("stacks-{i:03}");
-        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
-        server.put_object(json!({
-            "apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterStack",
-            "metadata": {"name": "ferrol", "namespace": ns},
-            "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27", "channel": "stable",
-                     "autoSubscribe": true, "pollInterval": format!("{}s", POLL.as_secs())}
-        }));
+    // The sample stacks pin v2 and have a Cluster on it (the cluster-move reaction).
+    for i in 0..size.stacks {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns(i)}}));
+        let versions: &[&str] = if i < size.samples { &["v2"] } else { &[] };
+        server.put_object(stack(i, size.repos, size.poll, versions));
     }
-    server.set_latency(LATENCY);
+    for c in 0..size.clusters {
+        let i = c % size.stacks.max(1);
+        let class = if c < size.samples { tag(2) } else { tag(3) };
+        server.put_object(cluster(&format!("c-{c:05}"), &ns(i), &class));
+    }
+    server.set_latency(size.latency);
     server.clear_requests();
     let cache = tempfile::tempdir()?;
 
@@ -77,52 +162,116 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .env("BENCH_API_URL", server.url())
         .env("BENCH_GITHUB_URL", fake.api_url())
         .env("BENCH_CACHE", cache.path())
+        .env("BENCH_POLL_S", size.poll.as_secs().to_string())
         .spawn()?;
+    let expected = size.stacks + size.samples;
     let ready = || {
-        let list = server.list_objects("clusterstack.x-k8s.io/v1alpha1", "ClusterStackRelease");
-        list.len() == STACKS && list.iter().all(|r| r["status"]["ready"] == true)
+        let list = server.list_objects(CS, "ClusterStackRelease");
+        list.len() == expected && list.iter().all(|r| r["status"]["ready"] == true)
     };
-    while !ready() {
-        if started.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
-            return Err("not all releases ready within 300 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    if wait(Duration::from_secs(900), ready).await.is_none() {
+        let _ = child.kill();
+        return Err("not all releases ready within 900 s".into());
     }
     let cold = started.elapsed();
     let cold_api = server.requests().len();
     let cold_github = fake.requests().len();
     let cold_rss = vm_hwm_mib(child.id());
 
-    // Let the last status writes land, then one whole poll interval (plus jitter) with nothing new.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Let the last status writes land, then one whole poll interval with nothing new.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     server.clear_requests();
-    let github_before = fake.count(Route::Releases);
-    let requests_before = fake.requests().len();
-    tokio::time::sleep(POLL + POLL / 5).await;
-    let steady = server.requests();
-    let mutations =
-        steady.iter().filter(|r| ["create", "update", "patch", "delete"].contains(&r.verb.as_str())).count();
-    let steady_list = fake.count(Route::Releases) - github_before;
-    let steady_github = fake.requests().len() - requests_before;
+    let github_before = fake.requests().len();
+    tokio::time::sleep(size.poll + size.poll / 10).await;
+    let quiet = server.requests();
+    let mutations = quiet.iter().filter(|r| ["create", "update", "patch", "delete"].contains(&r.verb.as_str())).count();
+    let quiet_github = fake.requests().len() - github_before;
+
+    // Hand edits of an applied object, reverted by the watch.
+    let mut edits = Vec::new();
+    for i in 0..size.samples {
+        let namespace = ns(i);
+        let Some(name) = server
+            .list_objects(KCPT, "KubeadmControlPlaneTemplate")
+            .into_iter()
+            .find(|o| {
+                o["metadata"]["namespace"] == namespace.as_str()
+                    && o["metadata"]["labels"]["clusterstack.x-k8s.io/release"] == tag(3)
+            })
+            .and_then(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        else {
+            continue;
+        };
+        let name = name.as_str();
+        let sans = |s: &ApiServer| {
+            s.get_object(KCPT, "KubeadmControlPlaneTemplate", Some(&ns(i)), name).map(|o| {
+                o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["apiServer"]["certSANs"]
+                    .clone()
+            })
+        };
+        let good = sans(&server);
+        server.edit_object(KCPT, "KubeadmControlPlaneTemplate", Some(&ns(i)), name, |o| {
+            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"]["extraArgs"]
+                ["enable-hostpath-provisioner"] = json!("false");
+        });
+        if let Some(t) = wait(Duration::from_secs(30), || sans(&server) == good).await {
+            edits.push(t);
+        }
+    }
+    // Clusters moving class: unpin v2 (kept: in use), then move its Cluster to v3.
+    for i in 0..size.samples {
+        server.put_object(stack(i, size.repos, size.poll, &[]));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut moves = Vec::new();
+    for i in 0..size.samples {
+        let c = format!("c-{i:05}");
+        let namespace = ns(i % size.stacks.max(1));
+        server.put_object(cluster(&c, &namespace, &tag(3)));
+        let gone = || {
+            server
+                .get_object(CS, "ClusterStackRelease", Some(&namespace), &tag(2))
+                .is_none_or(|r| !r["metadata"]["deletionTimestamp"].is_null())
+        };
+        if let Some(t) = wait(Duration::from_secs(30), gone).await {
+            moves.push(t);
+        }
+    }
     let rss = vm_hwm_mib(child.id());
     let _ = child.kill();
     let _ = child.wait();
+    edits.sort();
+    moves.sort();
 
-    println!("bench_operator: {STACKS} ClusterStacks, one repository, API latency {LATENCY:?}, poll {POLL:?}");
-    println!("cold start until all {STACKS} releases ready: {:.2} s", cold.as_secs_f64());
-    println!("  API requests:            {cold_api}");
     println!(
-        "  GitHub requests:         {cold_github} (listings {}, asset downloads {})",
-        fake.count(Route::Releases) - steady_list,
-        fake.count(Route::Asset)
+        "bench_operator: {} ClusterStacks, {} repositories, {} Clusters, API latency {:?}, poll {:?}",
+        size.stacks, size.repos, size.clusters, size.latency, size.poll
     );
+    println!("cold start until all {expected} releases ready: {:.2} s", cold.as_secs_f64());
+    println!("  API requests:            {cold_api}");
+    println!("  GitHub requests:         {cold_github} (asset downloads {})", fake.count(Route::Asset));
     println!("  operator peak RSS:       {cold_rss:.1} MiB");
-    println!("one more poll interval, nothing new:");
-    println!("  GitHub requests:         {steady_github} (listings {steady_list}, goal 1)");
-    println!("  object mutations:        {mutations} (goal 0)");
-    println!("  API requests (reads):    {}", steady.len());
-    println!("  operator peak RSS:       {rss:.1} MiB (goal < 40)");
+    println!("one quiet poll interval:");
+    println!("  API requests:            {} (goal 0)", quiet.len());
+    println!("  GitHub requests:         {quiet_github} (goal {}, one per repository)", size.repos);
+    println!("  mutations:               {mutations} (goal 0)");
+    println!("reactions ({} samples each, goal p99 < 2 s):", size.samples);
+    println!(
+        "  hand edit reverted:      p50 {:?} p99 {:?} ({} of {})",
+        percentile(&edits, 0.5),
+        percentile(&edits, 0.99),
+        edits.len(),
+        size.samples
+    );
+    println!(
+        "  Cluster moved class:     p50 {:?} p99 {:?} ({} of {})",
+        percentile(&moves, 0.5),
+        percentile(&moves, 0.99),
+        moves.len(),
+        size.samples
+    );
+    println!("  provider regression:     not measured here (tests/watch_operator.rs covers the watch path)");
+    println!("operator peak RSS overall: {rss:.1} MiB (goal < 64)");
     Ok(())
 }
 
@@ -131,9 +280,11 @@ async fn operator() -> Result<(), Box<dyn std::error::Error>> {
     let var = |k: &str| std::env::var(k).map_err(|_| format!("{k} is not set"));
     let config = kube::Config::new(var("BENCH_API_URL")?.parse()?);
     let client = kube::Client::try_from(config)?;
-    let mut settings = Settings::new(SourceSpec::github("acme", "stacks"), var("BENCH_CACHE")?);
+    let mut settings = Settings::new(SourceSpec::github("acme", "stacks-0"), var("BENCH_CACHE")?);
     settings.github = GitHubConfig { api_url: var("BENCH_GITHUB_URL")?, token: None, include_prereleases: false };
-    settings.poll_interval = POLL;
+    settings.poll_interval = Duration::from_secs(var("BENCH_POLL_S")?.parse()?);
+    settings.resync_interval = Duration::from_secs(3600);
+    settings.concurrency = 16;
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;
     Ok(())
 }

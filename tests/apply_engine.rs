@@ -132,7 +132,8 @@ async fn reapply_changes_nothing_and_drift_is_restored() {
         json!(["localhost", "127.0.0.1"])
     );
     assert_eq!(kcpt["metadata"]["labels"][RELEASE_LABEL], "docker-ferrol-1-27-v1");
-    // And a deleted object is recreated (reported as created: it did not exist).
+    // And a deleted object is recreated: one request per object and no read before it, so it is
+    // reported as corrected (its resourceVersion is not the recorded one).
     let dmt = get(&server, DMT, "DockerMachineTemplate", "docker-ferrol-1-27-worker-v1").unwrap();
     let uid = dmt["metadata"]["uid"].clone();
     let client = server.client();
@@ -142,9 +143,9 @@ async fn reapply_changes_nothing_and_drift_is_restored() {
     );
     let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client, NS, &ar);
     api.delete("docker-ferrol-1-27-worker-v1", &Default::default()).await.unwrap();
-    let again = applier.apply(&v1, &opts).await.unwrap();
-    assert_eq!(keys(&again.created), [key("DockerMachineTemplate", "docker-ferrol-1-27-worker-v1")]);
-    assert!(again.corrected.is_empty(), "{:?}", again.corrected);
+    let again = applier.apply(&v1, &opts.clone().with_previous(fixed.inventory.clone())).await.unwrap();
+    assert_eq!(keys(&again.corrected), [key("DockerMachineTemplate", "docker-ferrol-1-27-worker-v1")]);
+    assert!(again.created.is_empty(), "{:?}", again.created);
     let dmt = get(&server, DMT, "DockerMachineTemplate", "docker-ferrol-1-27-worker-v1").unwrap();
     assert_ne!(dmt["metadata"]["uid"], uid);
 }
@@ -172,8 +173,12 @@ async fn one_failing_object_leaves_the_rest_synced() {
     );
     assert!(get(&server, DMT, "DockerMachineTemplate", "docker-ferrol-1-27-worker-v1").is_some());
     // The next pass heals it.
-    let healed = applier.apply(&v1, &ApplyOptions::new(owner("docker-ferrol-1-27-v1"))).await.unwrap();
+    let healed = applier
+        .apply(&v1, &ApplyOptions::new(owner("docker-ferrol-1-27-v1")).with_previous(report.inventory.clone()))
+        .await
+        .unwrap();
     assert!(healed.all_synced());
+    // The failed entry has no recorded version: it is new to the inventory.
     assert_eq!(keys(&healed.created), [key("KubeadmConfigTemplate", "docker-ferrol-1-27-worker-v1")]);
 }
 

@@ -98,4 +98,8 @@ pub struct ResourceStatus {
     /// Why the object is not synced.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error: String,
+    /// The object's `resourceVersion` after our last apply: an apply answering another version
+    /// changed it (drift corrected), and a watch event with another version is someone else's edit.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
 }

@@ -29,7 +29,7 @@ pub const RELEASE_LABEL: &str = "clusterstack.x-k8s.io/release";
 /// Label naming the namespace of the `ClusterStackRelease` that applied an object.
 pub const RELEASE_NAMESPACE_LABEL: &str = "clusterstack.x-k8s.io/release-namespace";
 /// How many objects of one ordering group are applied at the same time by default.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+pub const DEFAULT_CONCURRENCY: usize = 16;
 /// How long to wait for applied CRDs to become established by default.
 pub const DEFAULT_CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -148,6 +148,7 @@ impl ObjectKey {
             name: self.name.clone(),
             status,
             error,
+            resource_version: String::new(),
         }
     }
 }
@@ -169,7 +170,7 @@ pub struct ApplyReport {
     /// One entry per rendered object, in render order, then entries for objects that should have
     /// been pruned but could not be (so that the next apply tries again).
     pub inventory: Vec<ResourceStatus>,
-    /// Objects that did not exist and were created.
+    /// Objects new to the inventory (created, or adopted from an earlier owner).
     pub created: Vec<ObjectKey>,
     /// Objects that existed and that the apply changed: drift corrected, or a changed desired state.
     pub corrected: Vec<ObjectKey>,
@@ -240,6 +241,9 @@ fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// resourceVersions of the previous inventory by (group, kind, namespace, name).
+type RecordedVersions = std::collections::HashMap<(String, String, String, String), String>;
+
 /// How one object's apply went.
 enum Change {
     Created,
@@ -258,6 +262,8 @@ struct Outcome {
 /// discovery. It keeps no other state; every pass reads what is on the server.
 pub struct Applier {
     client: Client,
+    /// resourceVersions our applies got (memory only: the watches' filter of our own writes).
+    applied: std::sync::Mutex<RecordedVersions>,
     discovery: DiscoveryCache,
     concurrency: usize,
 }
@@ -265,13 +271,30 @@ pub struct Applier {
 impl Applier {
     /// An applier using `client`, applying up to [`DEFAULT_CONCURRENCY`] objects at a time.
     pub fn new(client: Client) -> Self {
-        Self { discovery: DiscoveryCache::new(client.clone()), client, concurrency: DEFAULT_CONCURRENCY }
+        Self {
+            discovery: DiscoveryCache::new(client.clone()),
+            client,
+            applied: std::sync::Mutex::default(),
+            concurrency: DEFAULT_CONCURRENCY,
+        }
     }
 
     /// Sets how many objects of one ordering group are applied at the same time (at least 1).
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
         self
+    }
+
+    /// The discovery cache (shared with the watches, which resolve the kinds they follow).
+    pub fn discovery(&self) -> &DiscoveryCache {
+        &self.discovery
+    }
+
+    /// The resourceVersion our last apply got for an object, by (group, kind, namespace, name):
+    /// a watch event carrying it is our own write.
+    pub fn applied_version(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<String> {
+        let key = (group.to_string(), kind.to_string(), namespace.to_string(), name.to_string());
+        self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned()
     }
 
     fn api(&self, resolved: &Resolved, namespace: &str) -> Api<DynamicObject> {
@@ -308,6 +331,15 @@ impl Applier {
         // Discovery must work at all, or every object would fail the same way.
         self.discovery.resolve(&GroupVersionKind::gvk("", "v1", "Namespace")).await.map_err(ApplyError::Discovery)?;
 
+        // The resourceVersions recorded at the last apply, by identity (any API version).
+        let recorded: RecordedVersions = opts
+            .previous
+            .iter()
+            .filter(|r| r.status == SyncStatus::Synced)
+            .map(|r| {
+                ((r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone()), r.resource_version.clone())
+            })
+            .collect();
         // Consecutive runs of one ordering class.
         let mut groups: Vec<Vec<&DynamicObject>> = Vec::new();
         let mut last_class = None;
@@ -327,7 +359,7 @@ impl Applier {
             // The futures are made before the stream (they are lazy): a closure over borrowed
             // objects held across `.await` makes the caller's future fail the `Send` check when it
             // is spawned (rustc #102211), as the operator's reconcilers are.
-            let pending: Vec<_> = group.into_iter().map(|obj| self.apply_one(obj, &opts.owner)).collect();
+            let pending: Vec<_> = group.into_iter().map(|obj| self.apply_one(obj, &opts.owner, &recorded)).collect();
             let outcomes: Vec<Outcome> = futures::stream::iter(pending).buffered(self.concurrency).collect().await;
             let crds: Vec<ObjectKey> = outcomes
                 .iter()
@@ -376,7 +408,7 @@ impl Applier {
     }
 
     /// Applies one object; never fails, the outcome says how it went.
-    async fn apply_one(&self, obj: &DynamicObject, owner: &ReleaseOwner) -> Outcome {
+    async fn apply_one(&self, obj: &DynamicObject, owner: &ReleaseOwner, previous: &RecordedVersions) -> Outcome {
         let mut key = Self::raw_key(obj);
         let fail = |key: ObjectKey, error: String| {
             tracing::warn!(object = %key, %error, "applying an object failed");
@@ -433,31 +465,31 @@ impl Applier {
             }
         }
         let api = self.api(&resolved, &key.namespace);
-        // Read the current version first: an apply that changes nothing keeps it, so comparing
-        // tells drift corrected (or a new desired state) from a no-op, without remembering anything.
-        let before = match api.get_opt(&key.name).await {
-            Ok(found) => Some(found.and_then(|o| o.resource_version())),
-            Err(e) => {
-                tracing::debug!(object = %key, error = %describe(&e), "reading an object before applying it failed");
-                None
-            }
-        };
+        // One request: the apply's answer carries the object's resourceVersion; an unchanged
+        // object keeps the version recorded at the last apply, so a different one means the apply
+        // changed something (drift corrected, or a new desired state). Nothing is read first.
+        let recorded = previous.get(&(key.group.clone(), key.kind.clone(), key.namespace.clone(), key.name.clone()));
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
             Ok(applied) => {
-                let after = applied.resource_version();
-                let change = match before {
-                    Some(None) => Change::Created,
-                    Some(rv) if rv != after => Change::Changed,
+                let after = applied.resource_version().unwrap_or_default();
+                let change = match recorded {
+                    None => Change::Created,
+                    Some(rv) if rv.is_empty() || *rv != after => Change::Changed,
                     Some(_) => Change::Unchanged,
-                    None => Change::Changed,
                 };
                 match change {
-                    Change::Created => tracing::info!(object = %key, "created"),
+                    Change::Created => tracing::debug!(object = %key, "applied (new to the inventory)"),
                     Change::Changed => tracing::info!(object = %key, "changed by apply"),
-                    _ => tracing::debug!(object = %key, "unchanged"),
+                    _ => tracing::trace!(object = %key, "unchanged"),
                 }
-                Outcome { status: key.status(SyncStatus::Synced, String::new()), key, change }
+                self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(
+                    (key.group.clone(), key.kind.clone(), key.namespace.clone(), key.name.clone()),
+                    after.clone(),
+                );
+                let mut status = key.status(SyncStatus::Synced, String::new());
+                status.resource_version = after;
+                Outcome { status, key, change }
             }
             Err(e) => fail(key, format!("server-side apply failed: {}", describe(&e))),
         }

@@ -76,6 +76,11 @@ pub struct InstallArgs {
     /// StorageClass of the cache's PersistentVolumeClaim; the cluster's default when unset.
     #[arg(long)]
     pub storage_class: Option<String>,
+    /// Operator instances: the first handles ClusterStacks without a shard label, instance K
+    /// (1..N-1) those labelled `clusterstack.x-k8s.io/shard=shard-K`; one Deployment, cache
+    /// volume and leader Lease each.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub shards: u16,
 }
 
 fn check_source(s: &str) -> Result<String, crate::controller::config::BadSource> {
@@ -119,7 +124,24 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
         subjects: Some(vec![subject(ns)]),
     })?;
     push(&cache_claim(args))?;
-    push(&deployment(args))?;
+    let mut main = deployment(args);
+    if args.shards > 1
+        && let Some(spec) = main.spec.as_mut()
+    {
+        // The shards' pods carry the shard label: keep the selectors apart.
+        spec.selector.match_expressions =
+            Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: crate::controller::watch::SHARD_LABEL.into(),
+                operator: "DoesNotExist".into(),
+                values: None,
+            }]);
+    }
+    push(&main)?;
+    for k in 1..args.shards {
+        let (claim, deployment) = shard_variant(args, &format!("shard-{k}"));
+        push(&claim)?;
+        push(&deployment)?;
+    }
     push(&metrics_service(ns))?;
     Ok(out)
 }
@@ -358,6 +380,35 @@ fn deployment(args: &InstallArgs) -> Deployment {
     }
 }
 
+/// The cache claim and Deployment of one shard: their own names, the pod label
+/// `clusterstack.x-k8s.io/shard`, and `--shard`.
+fn shard_variant(args: &InstallArgs, shard: &str) -> (PersistentVolumeClaim, Deployment) {
+    let mut claim = cache_claim(args);
+    let claim_name = format!("clusterstack-cache-{shard}");
+    claim.metadata.name = Some(claim_name.clone());
+    let mut d = deployment(args);
+    d.metadata.name = Some(format!("{NAME}-{shard}"));
+    let mut pod_labels = labels();
+    pod_labels.insert(crate::controller::watch::SHARD_LABEL.into(), shard.into());
+    if let Some(spec) = d.spec.as_mut() {
+        spec.selector.match_labels = Some(pod_labels.clone());
+        if let Some(m) = spec.template.metadata.as_mut() {
+            m.labels = Some(pod_labels);
+        }
+        if let Some(pod) = spec.template.spec.as_mut() {
+            for c in &mut pod.containers {
+                c.args.get_or_insert_with(Vec::new).push(format!("--shard={shard}"));
+            }
+            for v in pod.volumes.iter_mut().flatten() {
+                if let Some(pvc) = v.persistent_volume_claim.as_mut() {
+                    pvc.claim_name = claim_name.clone();
+                }
+            }
+        }
+    }
+    (claim, d)
+}
+
 fn metrics_service(namespace: &str) -> Service {
     Service {
         metadata: meta("clusterstack-operator-metrics", Some(namespace)),
@@ -505,6 +556,20 @@ mod tests {
                 .iter()
                 .all(|r| r["apiGroups"][0] != "coordination.k8s.io")
         );
+    }
+
+    #[test]
+    fn shards_get_a_deployment_cache_and_flag_each() {
+        let yaml = manifests(&args(&["--shards", "3"])).unwrap();
+        for name in ["clusterstack-operator-shard-1", "clusterstack-operator-shard-2", "clusterstack-cache-shard-2"] {
+            assert!(yaml.contains(&format!("name: {name}")), "{name} missing");
+        }
+        assert!(yaml.contains("--shard=shard-2"));
+        assert!(yaml.contains("DoesNotExist"));
+        assert_eq!(yaml.matches("kind: Deployment").count(), 3);
+        let single = manifests(&args(&[])).unwrap();
+        assert_eq!(single.matches("kind: Deployment").count(), 1);
+        assert!(!single.contains("--shard"));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.poll_interval = args.poll_interval;
     settings.resync_interval = args.resync_interval;
     settings.concurrency = args.concurrency;
+    settings.shard = args.shard.clone().filter(|s| !s.is_empty());
+    settings.cache_grace = args.cache_grace;
     // The built-in node-image plug-ins (docker) and the `providerRef` contract.
     let registries =
         RegistryConfig { endpoints: args.registry_endpoints.clone().unwrap_or_default(), ..Default::default() };

@@ -60,7 +60,17 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_HEALTH_ADDR", default_value = DEFAULT_HEALTH_ADDR)]
     pub health_addr: SocketAddr,
 
-    /// Run only while holding the Lease `clusterstack-operator` (for more than one replica).
+    /// Handle only ClusterStacks labelled `clusterstack.x-k8s.io/shard=<SHARD>` (and their
+    /// releases); unset: those without the label. One Deployment per shard (`install --export --shards N`).
+    #[arg(long, env = "CLUSTERSTACK_SHARD")]
+    pub shard: Option<String>,
+
+    /// How long a release no ClusterStackRelease references stays in the cache.
+    #[arg(long, env = "CLUSTERSTACK_CACHE_GRACE", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub cache_grace: Duration,
+
+    /// Run only while holding the Lease `clusterstack-operator` (`clusterstack-operator-<SHARD>`
+    /// with `--shard`), for more than one replica.
     #[arg(long, env = "CLUSTERSTACK_LEADER_ELECT")]
     pub leader_elect: bool,
 

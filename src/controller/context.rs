@@ -20,7 +20,9 @@ use crate::source::{AnySource, ListedRelease, ReleaseCache, ReleaseSource, Sourc
 use super::backoff::{Backoff, BackoffConfig, RandomSource, thread_random};
 use super::metrics::Metrics;
 use super::objects::LastPoll;
+use super::poller::Pollers;
 use super::status::SyncOutcome;
+use super::watch::Watches;
 
 /// The name the operator reports Events under.
 pub const REPORTER: &str = "clusterstack-operator";
@@ -48,6 +50,10 @@ pub struct Settings {
     pub providers: ProviderRegistry,
     /// The gate's deadline and timeouts.
     pub gate: GateConfig,
+    /// This instance's shard (`clusterstack.x-k8s.io/shard`); `None`: objects without the label.
+    pub shard: Option<String>,
+    /// How long a release no ClusterStackRelease references stays in the cache.
+    pub cache_grace: Duration,
 }
 
 impl Settings {
@@ -64,6 +70,8 @@ impl Settings {
             backoff: BackoffConfig::default(),
             providers: ProviderRegistry::empty(),
             gate: GateConfig::default(),
+            shard: None,
+            cache_grace: Duration::from_secs(3600),
         }
     }
 }
@@ -129,6 +137,13 @@ pub struct Context {
     token_clients: Mutex<HashMap<String, GitHubClient>>,
     /// Bounds the downloads running at once.
     pub download_slots: Arc<Semaphore>,
+    /// The watches and the triggers they send.
+    pub watches: Watches,
+    /// One poller per repository.
+    pub pollers: Pollers<AnySource>,
+    /// `tokenSecretRef` tokens read, by (namespace, Secret, key); dropped when GitHub refuses one
+    /// or a poll is forced.
+    tokens: Arc<Mutex<HashMap<(String, String, String), String>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -149,7 +164,12 @@ impl Context {
         let cache = ReleaseCache::new(&settings.cache_dir).map_err(|e| SourceError::Other(e.to_string()))?;
         let random = thread_random();
         let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.into(), instance: None });
+        let watches = Watches::new();
+        let pollers = Pollers::new(watches.stack_notifier());
         Ok(Self {
+            watches,
+            pollers,
+            tokens: Arc::default(),
             applier: Applier::new(client.clone()),
             client,
             github,
@@ -183,22 +203,18 @@ impl Context {
             return self.open(spec);
         };
         let key = secret_ref.key.as_deref().unwrap_or("token");
-        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-            kube::Api::namespaced(self.client.clone(), namespace);
-        let what = format!("Secret {namespace}/{} key {key:?} (spec.source.github.tokenSecretRef)", secret_ref.name);
-        let secret = secrets
-            .get_opt(&secret_ref.name)
-            .await
-            .map_err(|e| SourceError::Other(format!("cannot read {what}: {e}")))?
-            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))?;
-        let token = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| SourceError::Other(format!("{what} is missing or empty")))?;
+        let token_key = (namespace.to_string(), secret_ref.name.clone(), key.to_string());
+        let cached = lock(&self.tokens).get(&token_key).cloned();
+        let token = match cached {
+            Some(t) => t,
+            None => {
+                let token = self.read_token(namespace, &secret_ref.name, key).await?;
+                // Kept until GitHub refuses it or a poll is forced: no request per pass, and
+                // no list/watch permission on Secrets (RBAC cannot narrow those to one name).
+                lock(&self.tokens).insert(token_key, token.clone());
+                token
+            }
+        };
         let client = {
             let mut clients = lock(&self.token_clients);
             match clients.get(&token) {
@@ -213,6 +229,30 @@ impl Context {
             }
         };
         crate::source::open(spec, &client)
+    }
+
+    /// Forgets the cached `tokenSecretRef` tokens of `namespace` (read again at the next use).
+    pub fn forget_tokens(&self, namespace: &str) {
+        lock(&self.tokens).retain(|(ns, _, _), _| ns != namespace);
+    }
+
+    async fn read_token(&self, namespace: &str, name: &str, key: &str) -> Result<String, SourceError> {
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        let what = format!("Secret {namespace}/{name} key {key:?} (spec.source.github.tokenSecretRef)");
+        let secret = secrets
+            .get_opt(name)
+            .await
+            .map_err(|e| SourceError::Other(format!("cannot read {what}: {e}")))?
+            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))?;
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| SourceError::Other(format!("{what} is missing or empty")))
     }
 
     /// Lists `source`, reusing a listing of the same source younger than `fresh` so that many

@@ -14,6 +14,7 @@
 //! `docs/DESIGN.md` describes both reconcile loops.
 
 pub mod backoff;
+pub mod cache_gc;
 pub mod clusters;
 
 pub mod config;
@@ -21,12 +22,14 @@ pub mod context;
 pub mod keep;
 pub mod metrics;
 pub mod objects;
+pub mod poller;
 pub mod release;
 pub mod release_status;
 pub mod run;
 pub mod serve;
 pub mod stack;
 pub mod status;
+pub mod watch;
 
 /// The field manager of every server-side apply the operator makes: the apply engine's, so
 /// there is one field manager of our own.

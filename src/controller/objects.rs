@@ -33,8 +33,12 @@ pub fn release_for(stack: &ClusterStack, id: &ReleaseId) -> Result<ClusterStackR
     let mut release = ClusterStackRelease::new(&id.tag(), ClusterStackReleaseSpec::default());
     release.metadata.namespace = Some(namespace);
     release.metadata.owner_references = Some(vec![owner]);
-    release.metadata.labels =
-        Some(BTreeMap::from([(STACK_LABEL.to_string(), stack.metadata.name.clone().unwrap_or_default())]));
+    let mut labels = BTreeMap::from([(STACK_LABEL.to_string(), stack.metadata.name.clone().unwrap_or_default())]);
+    // A release belongs to its stack's shard.
+    if let Some(shard) = stack.metadata.labels.as_ref().and_then(|l| l.get(super::watch::SHARD_LABEL)) {
+        labels.insert(super::watch::SHARD_LABEL.to_string(), shard.clone());
+    }
+    release.metadata.labels = Some(labels);
     Ok(release)
 }
 

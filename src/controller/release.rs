@@ -24,7 +24,7 @@ use super::backoff::jittered;
 use super::clusters::clusters_using;
 use super::context::{Context, DownloadState, ReleaseMemo};
 use super::release_status::{ReleaseObservation, ReleaseStep, build_release_status};
-use super::stack::{key_of, read_usages, source_spec};
+use super::stack::{key_of, source_spec};
 use super::{RELEASE_FINALIZER, ReconcileError, is_not_found};
 use crate::api::conditions::reason;
 
@@ -205,6 +205,14 @@ async fn reconcile_inner(
     let previous = release.status.as_ref().map(|s| s.resources.clone()).unwrap_or_default();
     let opts = ApplyOptions::new(ReleaseOwner::new(&tag, &ns)).with_previous(previous);
     let report = ctx.applier.apply(&objects, &opts).await?;
+    // Someone else's change to what was applied reaches this release within seconds.
+    let mut kinds: Vec<kube::api::GroupVersionKind> =
+        report.inventory.iter().map(|r| kube::api::GroupVersionKind::gvk(&r.group, &r.version, &r.kind)).collect();
+    kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
+    kinds.dedup();
+    for kind in &kinds {
+        super::watch::watch_kind(ctx, kind).await;
+    }
     for created in &report.created {
         tracing::debug!(release = %key, kind = %created.kind, name = %created.name, "created object");
     }
@@ -233,6 +241,12 @@ async fn reconcile_inner(
 /// The release's ClusterStack (its controller owner), if it still exists.
 async fn owning_stack(release: &ClusterStackRelease, ctx: &Context) -> Result<Option<ClusterStack>, ReconcileError> {
     let owner = release.owner_references().iter().find(|o| o.kind == "ClusterStack" && o.controller == Some(true));
+    let ns = release.namespace().unwrap_or_default();
+    if let (Some(o), Some(store)) = (owner, ctx.watches.stacks()) {
+        // From the controller's store: no request per pass.
+        let found = store.get(&kube::runtime::reflector::ObjectRef::new(&o.name).within(&ns));
+        return Ok(found.filter(|s| s.metadata.uid.as_deref() == Some(o.uid.as_str())).map(|s| s.as_ref().clone()));
+    }
     match owner {
         Some(o) => {
             let stacks: Api<ClusterStack> =
@@ -297,7 +311,8 @@ async fn fetch(
         Some(DownloadState::Done) | None => {}
     }
     let name = source.name();
-    let listed = match ctx.last_listing(&name) {
+    let polled = ctx.pollers.latest(&source.cache_key()).and_then(|l| l.result.ok());
+    let listed = match polled.or_else(|| ctx.last_listing(&name)) {
         Some(l) if l.iter().any(|r| r.tag == tag) => l,
         _ => match ctx.list(source, Duration::ZERO).await.result {
             Ok(l) => l,
@@ -323,7 +338,17 @@ async fn fetch(
             }
             Err(e) => {
                 tracing::warn!(release = %release_name, error = %e, "download failed");
-                DownloadState::Failed(e.to_string())
+                let text = e.to_string();
+                // A full cache volume is named as such, not left to an I/O error text.
+                let full = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<std::io::Error>())
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+                    || text.contains("No space left on device");
+                DownloadState::Failed(if full {
+                    format!("the release cache volume is full (raise its size or lower --cache-grace): {text}")
+                } else {
+                    text
+                })
             }
         };
         task_ctx.record_github_stats();
@@ -346,7 +371,7 @@ async fn delete(
     let tag = release.name_any();
     let observe = |step| ReleaseObservation { step, kubernetes_version: None, generation: release.meta().generation };
     if let Ok(id) = ReleaseId::from_tag(&tag) {
-        let usages = read_usages(&ctx.client).await?;
+        let usages = ctx.watches.cluster_usages().await?;
         let users = clusters_using(&usages, &id, &ns);
         if !users.is_empty() {
             let step = ReleaseStep::WaitingForClusters { class: id.class_name(), clusters: users };

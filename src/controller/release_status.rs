@@ -161,6 +161,7 @@ mod tests {
             name: name.into(),
             status: if ok { SyncStatus::Synced } else { SyncStatus::NotSynced },
             error: error.into(),
+            resource_version: String::new(),
         }
     }
 

@@ -3,7 +3,6 @@
 //! in-process against the API server double.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,7 +87,9 @@ pub async fn run_with(
 
     if let Some(ns) = &options.leader_election_namespace {
         let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| format!("clusterstack-{}", std::process::id()));
-        let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+        // One Lease per shard: the replicas of a shard elect their leader among themselves.
+        let lease = settings.shard.as_ref().map_or_else(|| LEASE_NAME.to_string(), |s| format!("{LEASE_NAME}-{s}"));
+        let manager = LeaseManagerBuilder::new(client.clone(), &lease)
             .with_namespace(ns)
             .with_identity(identity.clone())
             .with_field_manager(crate::apply::FIELD_MANAGER)
@@ -126,15 +127,31 @@ pub async fn run_with(
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
     let config = ControllerConfig::default().concurrency(settings.concurrency);
-    let stack_ctrl = Controller::new(stacks, watcher::Config::default())
-        .owns(releases.clone(), watcher::Config::default())
+    // Sharding: this instance sees only its shard's ClusterStacks and releases.
+    let selector = super::watch::shard_selector(settings.shard.as_deref());
+    let by_shard = || watcher::Config::default().labels(&selector);
+    let Some(triggers) = ctx.watches.take_streams() else {
+        return Err(RunError::Lease("the trigger streams were taken twice".into()));
+    };
+    let stack_ctrl = Controller::new(stacks, by_shard())
+        .owns(releases.clone(), by_shard())
+        .reconcile_on(triggers.stacks)
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-    let release_ctrl = Controller::new(releases, watcher::Config::default())
+    let release_ctrl = Controller::new(releases, by_shard())
+        .reconcile_on(triggers.releases)
         .with_config(config)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
 
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
+    ctx.watches.set_stores(stack_store.clone(), release_store.clone());
+    super::watch::start_clusters(&ctx);
+    let watch_stop = ctx.watches.stop.clone();
+    let stop_watches = shutdown.clone();
+    tokio::spawn(async move {
+        stop_watches.cancelled().await;
+        watch_stop.cancel();
+    });
     let readiness = handles.readiness.clone();
     tokio::spawn(async move {
         // `wait_until_ready` wakes only the last task that polled it (the controller polls it
@@ -151,21 +168,8 @@ pub async fn run_with(
         tracing::info!("caches synced: ready");
         readiness.set(true);
     });
-    let cache_ctx = ctx.clone();
-    let cache_stop = shutdown.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(30));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = cache_stop.cancelled() => return,
-            }
-            let root = cache_ctx.cache.root().to_path_buf();
-            if let Ok(bytes) = tokio::task::spawn_blocking(move || dir_size(&root)).await {
-                cache_ctx.metrics.cache_bytes(bytes);
-            }
-        }
-    });
+    // Unreferenced releases leave the cache after the grace period; `cache_bytes` follows.
+    super::cache_gc::start(&ctx);
 
     let stacks_done = stack_ctrl.run(stack::reconcile, stack::error_policy, ctx.clone()).for_each(|r| async move {
         if let Err(e) = r {
@@ -214,17 +218,4 @@ async fn serve(
             tracing::warn!(error = %e, "HTTP server failed");
         }
     }))
-}
-
-/// Bytes of the files under `dir` (0 when unreadable).
-fn dir_size(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_size(&e.path()),
-            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
-            Err(_) => 0,
-        })
-        .sum()
 }

@@ -14,13 +14,13 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{ClusterStack, ClusterStackRelease};
 use crate::apply::FIELD_MANAGER;
-use crate::source::SourceSpec;
+use crate::source::{ReleaseSource, SourceSpec};
 
 use super::backoff::{jittered, poll_interval};
 use super::clusters::{CAPI_GROUP, CAPI_VERSIONS, ClassUsage, class_usages};
 use super::context::{Context, StackPoll};
 use super::keep::{self, ExistingRelease};
-use super::objects::{LastPoll, STACK_LABEL, controlled_by, poll_due, release_for, until_next_poll};
+use super::objects::{LastPoll, STACK_LABEL, controlled_by, release_for};
 use super::status::{StatusInput, SyncOutcome, build_status, status_changed};
 use super::{ReconcileError, is_not_found};
 
@@ -82,54 +82,76 @@ pub fn error_policy(stack: Arc<ClusterStack>, error: &ReconcileError, ctx: Arc<C
     Action::requeue(delay)
 }
 
-async fn reconcile_inner(stack: &ClusterStack, ctx: &Context, key: &str) -> Result<Action, ReconcileError> {
+async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) -> Result<Action, ReconcileError> {
     let ns = stack.namespace().unwrap_or_default();
     let name = stack.name_any();
     if stack.meta().deletion_timestamp.is_some() {
         // Owner references make the API server delete the releases; their finalizers clean up.
         ctx.forget_stack(key);
+        ctx.pollers.unsubscribe(key);
         return Ok(Action::await_change());
+    }
+    // The provider objects of its releases are watched: a regression reaches them in seconds.
+    if let Some(kind) = stack.spec.provider_ref.as_ref().and_then(crate::provider::provider_object_kind) {
+        super::watch::watch_kind(ctx, &kind).await;
     }
     let interval = poll_interval(stack.spec.poll_interval.as_deref(), ctx.settings.poll_interval)
         .unwrap_or(ctx.settings.poll_interval);
     let releases_api: Api<ClusterStackRelease> = Api::namespaced(ctx.client.clone(), &ns);
     let stacks_api: Api<ClusterStack> = Api::namespaced(ctx.client.clone(), &ns);
 
-    let lp = ListParams::default().labels(&format!("{STACK_LABEL}={name}"));
-    let mut releases: Vec<ClusterStackRelease> =
-        releases_api.list(&lp).await?.items.into_iter().filter(|r| controlled_by(r, stack)).collect();
-    let usages = read_usages(&ctx.client).await?;
+    // From the controller's store (no request); listed only before the store exists.
+    let mut releases: Vec<ClusterStackRelease> = match ctx.watches.releases_of(&ns, &name) {
+        Some(found) => found.iter().map(|r| r.as_ref().clone()).filter(|r| controlled_by(r, stack)).collect(),
+        None => {
+            let lp = ListParams::default().labels(&format!("{STACK_LABEL}={name}"));
+            releases_api.list(&lp).await?.items.into_iter().filter(|r| controlled_by(r, stack)).collect()
+        }
+    };
+    let usages = ctx.watches.cluster_usages().await?;
     let now = Timestamp::now();
     let time = Time(now);
 
     let (sync, listing) = if stack.spec.suspend {
         (SyncOutcome::Suspended, None)
     } else {
+        // The repository's poller lists it once per interval for every stack reading it, and
+        // triggers them when the listing changed; a new `reconcile-requested-at` forces a poll.
         let previous = ctx.poll(key);
-        let poll = match previous {
-            Some(p) if !poll_due(stack, Some(&p.last), interval, now) => p,
-            previous => {
-                let forced = previous.is_some_and(|p| {
-                    p.last.generation != stack.meta().generation
-                        || p.last.requested_at.as_deref()
-                            != stack.annotations().get(super::RECONCILE_REQUESTED_AT).map(String::as_str)
-                });
-                let spec = source_spec(stack, ctx)?;
-                // A forced poll wants fresh data; a periodic one shares a listing made for another
-                // stack within half an interval: stacks whose polls drift apart (jitter, a long cold
-                // start) still send one request per repository per poll, at the price of seeing a
-                // new release up to half an interval later.
-                let fresh = if forced { Duration::ZERO } else { interval / 2 };
-                let listing = match ctx.open_in(&spec, &ns).await {
-                    Ok(source) => ctx.list(&source, fresh).await.result,
-                    // E.g. a directory source that is not there (yet): unavailable, like a source that is down.
-                    Err(e) => Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }),
-                };
-                let poll = StackPoll { last: LastPoll::of(stack, now), listing };
-                ctx.set_poll(key, poll.clone());
-                poll
+        let forced = previous.as_ref().is_some_and(|p| {
+            p.last.requested_at.as_deref() != stack.annotations().get(super::RECONCILE_REQUESTED_AT).map(String::as_str)
+        });
+        let spec = source_spec(stack, ctx)?;
+        let refused = previous.as_ref().is_some_and(|p| {
+            matches!(&p.listing, Err(SyncOutcome::Unavailable { message, .. })
+                if message.contains("401") || message.contains("Bad credentials"))
+        });
+        if forced || refused {
+            // A rotated tokenSecretRef is read again.
+            ctx.forget_tokens(&ns);
+        }
+        let listing = match ctx.open_in(&spec, &ns).await {
+            Ok(source) => {
+                let source_key = source.cache_key();
+                let latest = ctx.pollers.subscribe(&source_key, &source, interval, key);
+                if forced {
+                    ctx.pollers.poll_now(&source_key, key);
+                }
+                match latest {
+                    Some(l) => Some((l.at, l.result)),
+                    // The poller's first listing triggers this stack again.
+                    None => None,
+                }
             }
+            // E.g. a directory source that is not there (yet): unavailable, like a source that is down.
+            Err(e) => Some((now, Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }))),
         };
+        let Some((at, listing)) = listing else {
+            ctx.set_poll(key, StackPoll { last: LastPoll::of(stack, now), listing: Err(SyncOutcome::Suspended) });
+            return Ok(Action::requeue(jittered(ctx.settings.resync_interval, 0.1, &ctx.random)));
+        };
+        let poll = StackPoll { last: LastPoll::of(stack, at), listing };
+        ctx.set_poll(key, poll.clone());
         match poll.listing {
             Ok(list) => (SyncOutcome::Listed, Some(list)),
             Err(SyncOutcome::Unavailable { message, retry_at: None }) => {
@@ -210,13 +232,10 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Context, key: &str) -> Resu
         stacks_api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await?;
     }
 
+    // The poller and the watches trigger what matters; the resync is a safety net.
     let next = match &sync {
         SyncOutcome::Suspended => ctx.settings.poll_interval,
-        SyncOutcome::RateLimited { until } => {
-            let wait = until.duration_since(Timestamp::now());
-            if wait.is_negative() { Duration::from_secs(1) } else { wait.unsigned_abs() + Duration::from_secs(1) }
-        }
-        _ => until_next_poll(ctx.poll(key).as_ref().map(|p| &p.last), interval, Timestamp::now()),
+        _ => ctx.settings.resync_interval,
     };
     Ok(Action::requeue(jittered(next.max(Duration::from_millis(100)), 0.1, &ctx.random)))
 }

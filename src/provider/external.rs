@@ -55,6 +55,12 @@ fn parse_api_version(api_version: &str) -> (String, String) {
 }
 
 /// Reads a `providerRef` (pure); `Err` is a message for a permanent failure.
+/// The kind of the provider objects made from a `providerRef` template (`<Kind>Template` →
+/// `<Kind>`, same API version), for watching them; `None` when the reference is incomplete.
+pub fn provider_object_kind(r: &ObjectRef) -> Option<GroupVersionKind> {
+    target(r, "").ok().map(|t| t.object)
+}
+
 fn target(r: &ObjectRef, default_namespace: &str) -> Result<Target, String> {
     let field = |v: &Option<String>, name: &str| {
         v.clone().filter(|s| !s.is_empty()).ok_or_else(|| format!("ClusterStack spec.providerRef.{name} is required"))

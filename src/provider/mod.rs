@@ -35,7 +35,7 @@ use crate::api::{ClusterStackRelease, NodeImageStatus, ObjectRef};
 use crate::release::{NameError, ReleaseId, ReleaseMetadata};
 
 pub use docker::DockerProvider;
-pub use external::ExternalOperator;
+pub use external::{ExternalOperator, provider_object_kind};
 pub use gate::{DEFAULT_DEADLINE, Gate, GateConfig, GateOutcome, GateState, Selection, decide};
 pub use node_images::{NODE_IMAGES_FILE, NodeImagesError, NodeImagesFile};
 pub use tasks::TaskTracker;

@@ -122,6 +122,8 @@ struct Shared {
     bookmark_interval: Duration,
     /// Requests being answered now, and the most at once so far (watches excluded).
     in_flight: Mutex<(usize, usize)>,
+    /// Bumped by `expire_watches`: every open watch ends.
+    expire: tokio::sync::watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,6 +151,7 @@ impl ApiServer {
             establish_delay: Mutex::new(Some(Duration::ZERO)),
             bookmark_interval: Duration::from_secs(1),
             in_flight: Mutex::new((0, 0)),
+            expire: tokio::sync::watch::Sender::new(0),
         });
         let app = axum::Router::new().fallback(handle).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -177,6 +180,13 @@ impl ApiServer {
     /// Fails the next `times` requests matching `matcher` with `code` (a `Status` body).
     pub fn fail_next(&self, matcher: RequestMatch, code: u16, times: usize) {
         lock(&self.shared.faults).push(Fault { matcher, code, remaining: times });
+    }
+
+    /// Ends every open watch and compacts the history: clients resuming from the version they had
+    /// get 410 Gone and must list again (what an API server restart or etcd compaction does).
+    pub fn expire_watches(&self) {
+        lock(&self.shared.store).compact();
+        self.shared.expire.send_modify(|n| *n += 1);
     }
 
     /// Adds `latency` before answering every request.
@@ -739,6 +749,8 @@ fn watch(
     let (tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
     let (kind, api_version) = (rt.kind.clone(), rt.api_version());
     let interval = shared.bookmark_interval;
+    let mut expire = shared.expire.subscribe();
+    expire.mark_unchanged();
     tokio::spawn(async move {
         for b in first {
             if tx.send(b).await.is_err() {
@@ -752,6 +764,7 @@ fn watch(
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
+                _ = expire.changed() => return,
                 _ = tick.tick(), if bookmarks => {
                     // Only a version every earlier event has been delivered for is safe to resume from.
                     let bm = json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": last_rv.to_string()}});

@@ -138,6 +138,8 @@ pub struct Store {
     pub types: Vec<ResourceType>,
     objects: BTreeMap<Key, Stored>,
     history: VecDeque<Event>,
+    /// Versions up to this one are compacted away: resuming from them answers 410 Gone.
+    compacted: u64,
     pub tx: broadcast::Sender<Event>,
 }
 
@@ -269,7 +271,14 @@ fn fields_v1(paths: &BTreeSet<FieldPath>) -> Value {
 impl Store {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(16_384);
-        let mut s = Self { rv: 1, types: builtin_types(), objects: BTreeMap::new(), history: VecDeque::new(), tx };
+        let mut s = Self {
+            rv: 1,
+            types: builtin_types(),
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted: 0,
+            tx,
+        };
         for ns in ["default", "kube-system", "kube-public"] {
             let rt = s.types[0].clone();
             let _ = s.create(&rt, None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
@@ -354,8 +363,18 @@ impl Store {
         rendered
     }
 
+    /// Forgets the history, as an etcd compaction does: watches resuming from an earlier version
+    /// get 410 Gone.
+    pub fn compact(&mut self) {
+        self.compacted = self.rv;
+        self.history.clear();
+    }
+
     /// Events after `rv` for one resource, or 410 Gone when they are no longer kept.
     pub fn events_since(&self, rv: u64, group: &str, plural: &str) -> Res<Vec<Event>> {
+        if rv < self.compacted {
+            return Err(ApiError::new(410, "Expired", format!("too old resource version: {rv} ({})", self.compacted)));
+        }
         if let Some(first) = self.history.front()
             && first.rv > rv + 1
             && rv < self.rv

@@ -1,0 +1,364 @@
+//! Watch-driven reactions, idle cost, the shared poller and sharding: the whole operator
+//! in-process against the API server double, with the periodic resync set to an hour so that
+//! only a watch (or the poller) can explain a reaction.
+
+mod fake_github;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clusterstack::controller::context::Settings;
+use clusterstack::controller::metrics::Metrics;
+use clusterstack::controller::run::{Handles, RunOptions, run_with};
+use clusterstack::controller::serve::Readiness;
+use clusterstack::source::SourceSpec;
+use clusterstack::source::github::GitHubConfig;
+use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
+use serde_json::{Value, json};
+use support::ApiServer;
+use support::fixtures::{capi_crds, load_yaml};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "stacks";
+const CC: &str = "cluster.x-k8s.io/v1beta1";
+const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
+const WAIT: Duration = Duration::from_secs(30);
+/// What "within seconds" means here.
+const REACTION: Duration = Duration::from_secs(5);
+const V3: &str = "docker-ferrol-1-27-v3";
+
+fn releases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("releases")
+}
+
+async fn server() -> ApiServer {
+    clusterstack::install_crypto_provider();
+    let server = ApiServer::start().await;
+    for ns in [NS, "workloads"] {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    }
+    for crd in clusterstack::api::all_crds() {
+        server.put_object(serde_json::to_value(&crd).unwrap());
+    }
+    for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
+        server.put_object(serde_json::to_value(&crd).unwrap());
+    }
+    server
+}
+
+struct Operator {
+    token: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Operator {
+    fn start(server: &ApiServer, settings: Settings) -> Self {
+        let token = CancellationToken::new();
+        let handles = Handles { metrics: Arc::new(Metrics::new()), readiness: Readiness::default() };
+        let metrics = handles.metrics.clone();
+        let client = server.client();
+        let t = token.clone();
+        let task = tokio::spawn(async move {
+            run_with(client, settings, RunOptions::default(), t, handles).await.expect("operator runs");
+        });
+        Self { token, task: Some(task), metrics }
+    }
+
+    async fn stop(mut self) {
+        self.token.cancel();
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(WAIT, task).await.expect("operator stops in time").expect("operator task");
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+fn settings(source: SourceSpec, cache: &Path) -> Settings {
+    let mut s = Settings::new(source, cache);
+    s.poll_interval = Duration::from_secs(1);
+    s.resync_interval = Duration::from_secs(3600);
+    s.backoff.base = Duration::from_millis(100);
+    s.backoff.cap = Duration::from_secs(1);
+    s
+}
+
+fn stack_in(ns: &str, name: &str, versions: &[&str], auto_subscribe: bool, poll: &str) -> Value {
+    json!({
+        "apiVersion": CS, "kind": "ClusterStack",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27",
+                 "channel": "stable", "versions": versions, "autoSubscribe": auto_subscribe, "pollInterval": poll}
+    })
+}
+
+fn release_in(server: &ApiServer, ns: &str, tag: &str) -> Option<Value> {
+    server.get_object(CS, "ClusterStackRelease", Some(ns), tag)
+}
+
+fn ready_in(server: &ApiServer, ns: &str, tag: &str) -> bool {
+    release_in(server, ns, tag).is_some_and(|r| r["status"]["ready"] == true)
+}
+
+async fn wait_within(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> Duration {
+    let start = tokio::time::Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "timed out ({limit:?}) waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+fn cluster(name: &str, class: &str) -> Value {
+    json!({
+        "apiVersion": CC, "kind": "Cluster",
+        "metadata": {"name": name, "namespace": "workloads"},
+        "spec": {"topology": {"class": class, "classNamespace": NS, "version": "v1.27.5"}}
+    })
+}
+
+const KCPT: &str = "controlplane.cluster.x-k8s.io/v1beta1";
+
+/// The name of release v3's KubeadmControlPlaneTemplate in `NS`.
+fn kcpt_name(server: &ApiServer) -> String {
+    server
+        .list_objects(KCPT, "KubeadmControlPlaneTemplate")
+        .into_iter()
+        .find(|o| o["metadata"]["namespace"] == NS && o["metadata"]["labels"]["clusterstack.x-k8s.io/release"] == V3)
+        .and_then(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .expect("v3 applied a KubeadmControlPlaneTemplate")
+}
+
+/// The part of the template the hand edits change.
+fn cert_sans(server: &ApiServer) -> Value {
+    server
+        .get_object(KCPT, "KubeadmControlPlaneTemplate", Some(NS), &kcpt_name(server))
+        .map(|o| {
+            o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"].clone()
+        })
+        .unwrap_or(Value::Null)
+}
+
+fn hand_edit(server: &ApiServer) {
+    server.edit_object(KCPT, "KubeadmControlPlaneTemplate", Some(NS), &kcpt_name(server), |o| {
+        o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"]["extraArgs"]
+            ["enable-hostpath-provisioner"] = json!("false");
+    });
+}
+
+#[tokio::test]
+async fn a_hand_edit_is_reverted_within_seconds_also_after_the_watch_expired() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack_in(NS, "ferrol", &[], true, "1h"));
+    wait_within("v3 ready", WAIT, || ready_in(&server, NS, V3)).await;
+    let good = cert_sans(&server);
+    assert!(
+        good.is_object(),
+        "{:#}",
+        server.get_object(KCPT, "KubeadmControlPlaneTemplate", Some(NS), &kcpt_name(&server)).unwrap_or_default()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    hand_edit(&server);
+    let took = wait_within("the hand edit reverted", REACTION, || cert_sans(&server) == good).await;
+    println!("hand edit reverted in {took:?}");
+
+    // The watch stream ends and resuming from the old version answers 410 Gone; an edit made
+    // meanwhile is still seen (the re-list) and reverted.
+    server.expire_watches();
+    hand_edit(&server);
+    let took = wait_within("the edit during the gap reverted", REACTION, || cert_sans(&server) == good).await;
+    println!("edit across a 410 reverted in {took:?}");
+    // And the resumed watch sees the next one too.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    hand_edit(&server);
+    wait_within("the edit after resuming reverted", REACTION, || cert_sans(&server) == good).await;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn clusters_moving_class_and_going_are_seen_within_seconds() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    // Pinned to v1 (and the latest, v3).
+    server.put_object(stack_in(NS, "ferrol", &["v1"], true, "1h"));
+    wait_within("v1 ready", WAIT, || ready_in(&server, NS, "docker-ferrol-1-27-v1")).await;
+    wait_within("v3 ready", WAIT, || ready_in(&server, NS, V3)).await;
+    server.put_object(cluster("dev", "docker-ferrol-1-27-v1"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Unpinned: v1 stays while the Cluster uses it.
+    server.put_object(stack_in(NS, "ferrol", &[], true, "1h"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(release_in(&server, NS, "docker-ferrol-1-27-v1").is_some(), "v1 is in use and must stay");
+    // The Cluster moves to v3: v1 goes within seconds.
+    server.put_object(cluster("dev", V3));
+    let took = wait_within("v1 deleted after the Cluster moved", REACTION, || {
+        release_in(&server, NS, "docker-ferrol-1-27-v1").is_none()
+    })
+    .await;
+    println!("cluster move handled in {took:?}");
+
+    // A release deleted by hand waits for its Cluster, and goes within seconds of the Cluster.
+    let api: kube::Api<clusterstack::api::ClusterStackRelease> = kube::Api::namespaced(server.client(), NS);
+    api.delete(V3, &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(release_in(&server, NS, V3).is_some(), "in use: waits");
+    let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        server.client(),
+        "workloads",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Cluster"),
+            "clusters",
+        ),
+    );
+    clusters.delete("dev", &Default::default()).await.unwrap();
+    // Deleted, then recreated by its stack (latest): the finalizer went in seconds.
+    wait_within("the release deleted after its Cluster went", REACTION, || {
+        release_in(&server, NS, V3).is_none_or(|r| r["metadata"]["deletionTimestamp"].is_null())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_quiet_period_sends_no_api_request() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    for ns in ["quiet-a", "quiet-b", "quiet-c"] {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        server.put_object(stack_in(ns, "ferrol", &[], true, "1s"));
+    }
+    for ns in ["quiet-a", "quiet-b", "quiet-c"] {
+        wait_within("v3 ready", WAIT, || ready_in(&server, ns, V3)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.clear_requests();
+    // Five poll intervals of the (directory) source with nothing new.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let requests: Vec<String> =
+        server.requests().iter().map(|r| format!("{} {} {}/{}", r.verb, r.resource, r.namespace, r.name)).collect();
+    assert!(requests.is_empty(), "the idle operator sent {} request(s): {requests:#?}", requests.len());
+    op.stop().await;
+}
+
+fn publish(fake: &FakeGitHub, tag: &str) {
+    let mut release = FakeRelease::new(tag);
+    let mut files: Vec<_> = std::fs::read_dir(releases_dir().join(tag)).unwrap().map(|f| f.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        let name = f.file_name().unwrap().to_str().unwrap().to_string();
+        release = release.asset(FakeAsset::new(&name, std::fs::read(&f).unwrap()));
+    }
+    fake.add_release("acme", "stacks", release);
+}
+
+#[tokio::test]
+async fn twenty_stacks_on_one_repository_cost_one_request_per_interval() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let fake = FakeGitHub::start().await;
+    publish(&fake, V3);
+    let mut s = settings(SourceSpec::github("acme", "stacks"), cache.path());
+    s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
+    let op = Operator::start(&server, s);
+    for i in 0..20 {
+        let ns = format!("team-{i:02}");
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        server.put_object(stack_in(&ns, "ferrol", &[], true, "2s"));
+    }
+    for i in 0..20 {
+        wait_within("all releases ready", WAIT, || ready_in(&server, &format!("team-{i:02}"), V3)).await;
+    }
+    let before = fake.count(Route::Releases);
+    tokio::time::sleep(Duration::from_secs(6) + Duration::from_millis(500)).await;
+    let polls = fake.count(Route::Releases) - before;
+    println!("listings in 3 intervals of 2 s with 20 stacks: {polls}");
+    assert!((3..=4).contains(&polls), "expected one listing per 2 s interval, got {polls} in 6.5 s");
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn two_shards_split_the_stacks_and_none_is_handled_twice() {
+    let server = server().await;
+    let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut sa = settings(SourceSpec::dir(releases_dir()), cache_a.path());
+    sa.shard = Some("a".into());
+    let sb = settings(SourceSpec::dir(releases_dir()), cache_b.path());
+    let op_a = Operator::start(&server, sa);
+    let op_b = Operator::start(&server, sb);
+    for (i, shard) in [Some("a"), None, Some("a"), None].into_iter().enumerate() {
+        let ns = format!("shard-{i}");
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        let mut s = stack_in(&ns, "ferrol", &[], true, "1h");
+        if let Some(shard) = shard {
+            s["metadata"]["labels"] = json!({"clusterstack.x-k8s.io/shard": shard});
+        }
+        server.put_object(s);
+    }
+    for i in 0..4 {
+        wait_within("every shard's release ready", WAIT, || ready_in(&server, &format!("shard-{i}"), V3)).await;
+    }
+    // Each instance downloaded (into its own cache) only for its own stacks, and each release
+    // carries its stack's shard.
+    for i in 0..4 {
+        let r = release_in(&server, &format!("shard-{i}"), V3).unwrap();
+        let label = r["metadata"]["labels"]["clusterstack.x-k8s.io/shard"].as_str().map(str::to_string);
+        assert_eq!(label.as_deref(), if i % 2 == 0 { Some("a") } else { None }, "{r:#}");
+    }
+    // Who applied what: each instance's applied-object gauges name only its own shard's releases.
+    let (text_a, text_b) = (op_a.metrics.encode().unwrap(), op_b.metrics.encode().unwrap());
+    for i in 0..4 {
+        let series = format!("namespace=\"shard-{i}\"");
+        let (in_a, in_b) = (text_a.contains(&series), text_b.contains(&series));
+        assert!(in_a != in_b, "shard-{i}: handled by a: {in_a}, by b: {in_b}");
+        assert_eq!(in_a, i % 2 == 0, "shard-{i} handled by the wrong instance");
+    }
+    op_a.stop().await;
+    op_b.stop().await;
+}
+
+fn cached_tags(cache: &Path) -> Vec<String> {
+    clusterstack::source::cache::entries_under(cache).into_iter().map(|e| e.tag).collect()
+}
+
+#[tokio::test]
+async fn the_cache_drops_a_release_after_the_grace_period_never_while_another_namespace_uses_it() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.cache_grace = Duration::from_secs(1);
+    let op = Operator::start(&server, s);
+    for ns in ["team-a", "team-b"] {
+        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+        server.put_object(stack_in(ns, "ferrol", &["v2"], true, "1h"));
+    }
+    for ns in ["team-a", "team-b"] {
+        wait_within("v2 ready", WAIT, || ready_in(&server, ns, "docker-ferrol-1-27-v2")).await;
+    }
+    assert!(cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string()));
+    // team-a lets v2 go; team-b still has it: it stays in the cache well past the grace period.
+    server.put_object(stack_in("team-a", "ferrol", &[], true, "1h"));
+    wait_within("v2 deleted in team-a", WAIT, || release_in(&server, "team-a", "docker-ferrol-1-27-v2").is_none())
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string()), "team-b still uses v2");
+    // Nobody references it any more: removed after the grace period; v3 stays.
+    server.put_object(stack_in("team-b", "ferrol", &[], true, "1h"));
+    wait_within("v2 removed from the cache", Duration::from_secs(10), || {
+        !cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string())
+    })
+    .await;
+    assert!(cached_tags(cache.path()).contains(&V3.to_string()));
+    op.stop().await;
+}
