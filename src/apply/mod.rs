@@ -260,12 +260,29 @@ pub struct Applier {
     client: Client,
     discovery: DiscoveryCache,
     concurrency: usize,
+    field_manager: &'static str,
 }
 
 impl Applier {
     /// An applier using `client`, applying up to [`DEFAULT_CONCURRENCY`] objects at a time.
     pub fn new(client: Client) -> Self {
-        Self { discovery: DiscoveryCache::new(client.clone()), client, concurrency: DEFAULT_CONCURRENCY }
+        Self {
+            discovery: DiscoveryCache::new(client.clone()),
+            client,
+            concurrency: DEFAULT_CONCURRENCY,
+            field_manager: FIELD_MANAGER,
+        }
+    }
+
+    /// Sets the field manager of the applies (default [`FIELD_MANAGER`]).
+    pub fn with_field_manager(mut self, field_manager: &'static str) -> Self {
+        self.field_manager = field_manager;
+        self
+    }
+
+    /// The discovery cache of this applier's cluster.
+    pub fn discovery(&self) -> &DiscoveryCache {
+        &self.discovery
     }
 
     /// Sets how many objects of one ordering group are applied at the same time (at least 1).
@@ -442,7 +459,7 @@ impl Applier {
                 None
             }
         };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = PatchParams::apply(self.field_manager).force();
         match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
             Ok(applied) => {
                 let after = applied.resource_version();
