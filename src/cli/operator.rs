@@ -41,6 +41,7 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
         RegistryConfig { endpoints: args.registry_endpoints.clone().unwrap_or_default(), ..Default::default() };
     settings.providers = ProviderRegistry::with_builtins(registries);
     settings.gate.deadline = args.node_image_deadline;
+    settings.addon_wait_deadline = args.addon_wait_deadline;
     Ok(settings)
 }
 

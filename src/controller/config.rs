@@ -78,6 +78,11 @@ pub struct OperatorArgs {
     /// are reached at `https://HOST`.
     #[arg(long, env = "CLUSTERSTACK_REGISTRY_ENDPOINTS", value_parser = parse_registry_endpoints)]
     pub registry_endpoints: Option<std::collections::BTreeMap<String, String>>,
+
+    /// How long an addon stage may wait for its `waitForPreCondition` /
+    /// `waitForPostCondition` before it fails.
+    #[arg(long, env = "CLUSTERSTACK_ADDON_WAIT_DEADLINE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub addon_wait_deadline: Duration,
 }
 
 /// Why a source setting is not usable.

@@ -48,6 +48,8 @@ pub struct Settings {
     pub providers: ProviderRegistry,
     /// The gate's deadline and timeouts.
     pub gate: GateConfig,
+    /// Deadline of each addon stage's wait condition.
+    pub addon_wait_deadline: Duration,
 }
 
 impl Settings {
@@ -64,6 +66,7 @@ impl Settings {
             backoff: BackoffConfig::default(),
             providers: ProviderRegistry::empty(),
             gate: GateConfig::default(),
+            addon_wait_deadline: super::addon::DEFAULT_WAIT_DEADLINE,
         }
     }
 }

@@ -134,6 +134,26 @@ pub async fn run_with(
         .with_config(config)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
 
+    let addon_ctx = Arc::new(super::addon::AddonContext::new(
+        ctx.clone(),
+        super::addon::AddonSettings {
+            wait_deadline: settings.addon_wait_deadline,
+            resync_interval: settings.resync_interval,
+            ..Default::default()
+        },
+    ));
+    let addon_stop = shutdown.clone();
+    let addon_concurrency = settings.concurrency;
+    tokio::spawn(async move {
+        tokio::select! {
+            result = super::addon::run_controller(addon_ctx, addon_concurrency) => {
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "the ClusterAddon controller could not start");
+                }
+            }
+            () = addon_stop.cancelled() => {}
+        }
+    });
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     let readiness = handles.readiness.clone();
     tokio::spawn(async move {
