@@ -55,13 +55,17 @@ fn put_kubeconfig(mgmt: &ApiServer, cluster: &str, url: &str) {
 }
 
 fn put_cluster(mgmt: &ApiServer, name: &str, class: &str, initialized: bool) -> Value {
-    mgmt.put_object(json!({
+    // A create drops `status` (a status subresource); the second write keeps it.
+    let cluster = json!({
         "apiVersion": CLUSTER, "kind": "Cluster",
         "metadata": {"name": name, "namespace": NS},
         "spec": {"topology": {"class": class, "version": "v1.27.3"},
-                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}}},
+                 "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}},
+                 "controlPlaneEndpoint": {"host": "172.18.0.3", "port": 6443}},
         "status": {"controlPlaneReady": initialized}
-    }))
+    });
+    mgmt.put_object(cluster.clone());
+    mgmt.put_object(cluster)
 }
 
 fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<DynamicObject> {
@@ -264,7 +268,8 @@ async fn a_missing_kubeconfig_or_a_workload_api_that_is_down_gives_a_condition_a
     let cache = tempfile::tempdir().unwrap();
     let actx = context(&mgmt, &releases_dir(), cache.path(), Duration::from_secs(600));
     put_cluster(&mgmt, "c1", "docker-ferrol-1-27-v1", true);
-    let e = pass(&actx, &mgmt, "c1").await.unwrap_err();
+    let r = pass(&actx, &mgmt, "c1").await;
+    let e = r.expect_err(&addon_status(&mgmt, "c1").to_string());
     assert!(e.contains("c1-kubeconfig"), "{e}");
     let status = addon_status(&mgmt, "c1");
     assert!(ready_reason(&status).starts_with(reason::WORKLOAD_UNREACHABLE), "{status}");
