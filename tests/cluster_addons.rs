@@ -307,10 +307,14 @@ async fn hostile_platform_values_fail_that_cluster_only_and_good_ones_are_merged
     // Create both ClusterAddons, then point them at platform values.
     let _ = pass(&actx, &mgmt, "bad").await;
     let _ = pass(&actx, &mgmt, "good").await;
-    mgmt.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad-values", "namespace": NS},
-        "data": {"values.yaml": "- not\n- a mapping\n"}}));
-    mgmt.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ms-values", "namespace": NS},
-        "data": {"values.yaml": "image: registry.example/metrics-server:platform\n"}}));
+    mgmt.put_object(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad-values", "namespace": NS},
+        "data": {"values.yaml": "- not\n- a mapping\n"}}),
+    );
+    mgmt.put_object(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ms-values", "namespace": NS},
+        "data": {"values.yaml": "image: registry.example/metrics-server:platform\n"}}),
+    );
     for (cluster, cm) in [("bad", "bad-values"), ("good", "ms-values")] {
         let mut ca = mgmt.get_object(CA, "ClusterAddon", Some(NS), &format!("cluster-addon-{cluster}")).unwrap();
         ca["spec"]["valuesFrom"] = json!([{"addon": "metrics-server", "kind": "ConfigMap", "name": cm}]);

@@ -28,7 +28,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::api::conditions::{self, FALSE, READY, TRUE};
-use crate::api::{AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, ObjectRef, ResourceStatus, StageStatus};
+use crate::api::{
+    AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, ObjectRef, ResourceStatus, StageStatus,
+};
 use crate::apply::{ApplyOptions, ObjectKey, ReleaseOwner};
 use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
 use crate::source::cache::FetchedRelease;
@@ -149,9 +151,7 @@ pub fn control_plane_initialized(cluster: &Value) -> bool {
         return true;
     }
     status["conditions"].as_array().is_some_and(|cs| {
-        cs.iter().any(|c| {
-            c["type"].as_str() == Some("ControlPlaneInitialized") && c["status"].as_str() == Some(TRUE)
-        })
+        cs.iter().any(|c| c["type"].as_str() == Some("ControlPlaneInitialized") && c["status"].as_str() == Some(TRUE))
     })
 }
 
@@ -238,11 +238,9 @@ impl Pass<'_> {
         if old.as_ref() == Some(&self.status) {
             return Ok(());
         }
-        let api: Api<ClusterAddon> =
-            Api::namespaced(self.actx.ctx.client.clone(), &self.usage.cluster.namespace);
+        let api: Api<ClusterAddon> = Api::namespaced(self.actx.ctx.client.clone(), &self.usage.cluster.namespace);
         let patch = status_patch(old.as_ref(), &self.status)?;
-        let updated =
-            api.patch_status(&self.addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        let updated = api.patch_status(&self.addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
         self.addon = updated;
         self.addon.status = Some(self.status.clone());
         Ok(())
@@ -374,15 +372,27 @@ async fn reconcile_cluster(
         pass.status.resources.retain(|r| !stale_ids.contains(&identity(r)));
         merge_inventory(&mut pass.status.resources, &report.inventory);
         if !report.all_synced() {
-            let first = report.failures().next().map(|f| format!("{} {}: {}", f.kind, f.name, f.error)).unwrap_or_default();
-            pass.condition(false, reason::APPLY_FAILED, format!("{} objects not applied; first: {first}", report.failed));
+            let first =
+                report.failures().next().map(|f| format!("{} {}: {}", f.kind, f.name, f.error)).unwrap_or_default();
+            pass.condition(
+                false,
+                reason::APPLY_FAILED,
+                format!("{} objects not applied; first: {first}", report.failed),
+            );
             pass.save().await?;
-            return Err(ReconcileError::Config(format!("{} objects not applied into the workload cluster", report.failed)));
+            return Err(ReconcileError::Config(format!(
+                "{} objects not applied into the workload cluster",
+                report.failed
+            )));
         }
         pass.status.release = Some(tag.clone());
         pass.status.addon_version = Some(addon_version.clone());
         pass.status.target_release = None;
-        pass.condition(true, reason::ADDONS_APPLIED, format!("the addons of {tag} (addon version {addon_version}) are applied"));
+        pass.condition(
+            true,
+            reason::ADDONS_APPLIED,
+            format!("the addons of {tag} (addon version {addon_version}) are applied"),
+        );
         pass.save().await?;
         actx.set_synced(&usage.cluster, Some(Timestamp::now()));
         return Ok(Action::requeue(actx.settings.resync_interval));
@@ -403,12 +413,19 @@ async fn reconcile_cluster(
         if !report.all_synced() {
             pass.condition(false, reason::APPLY_FAILED, format!("{} objects not applied", report.failed));
             pass.save().await?;
-            return Err(ReconcileError::Config(format!("{} objects not applied into the workload cluster", report.failed)));
+            return Err(ReconcileError::Config(format!(
+                "{} objects not applied into the workload cluster",
+                report.failed
+            )));
         }
         if !report.corrected.is_empty() || !report.created.is_empty() {
             tracing::info!(cluster = %usage.cluster, corrected = report.corrected.len() + report.created.len(), "addon drift corrected");
         }
-        pass.condition(true, reason::ADDONS_APPLIED, format!("the addons of {tag} (addon version {addon_version}) are applied"));
+        pass.condition(
+            true,
+            reason::ADDONS_APPLIED,
+            format!("the addons of {tag} (addon version {addon_version}) are applied"),
+        );
         pass.save().await?;
         actx.set_synced(&usage.cluster, Some(Timestamp::now()));
     }
@@ -444,11 +461,13 @@ async fn run_stage(
     let hook = pass.status.current_hook.clone().unwrap_or_default();
     if current != phase::WAITING_POST {
         if let Some(wait) = &stage.wait_for_pre_condition
-            && let Some(step) = wait_for(pass, workload, i, wait, phase::WAITING_PRE, "waitForPreCondition", &hook).await?
+            && let Some(step) =
+                wait_for(pass, workload, i, wait, phase::WAITING_PRE, "waitForPreCondition", &hook).await?
         {
             return Ok(step);
         }
-        let objects = rendered.charts.iter().find(|c| c.name == stage.name).map(|c| c.objects.clone()).unwrap_or_default();
+        let objects =
+            rendered.charts.iter().find(|c| c.name == stage.name).map(|c| c.objects.clone()).unwrap_or_default();
         let owner = addon_owner(&pass.usage.cluster);
         match stage.action {
             StageAction::Apply => {
@@ -458,7 +477,11 @@ async fn run_stage(
                 };
                 merge_inventory(&mut pass.status.resources, &report.inventory);
                 if !report.all_synced() {
-                    let first = report.failures().next().map(|f| format!("{} {}: {}", f.kind, f.name, f.error)).unwrap_or_default();
+                    let first = report
+                        .failures()
+                        .next()
+                        .map(|f| format!("{} {}: {}", f.kind, f.name, f.error))
+                        .unwrap_or_default();
                     pass.condition(false, reason::APPLY_FAILED, format!("stage {} ({hook}): {first}", stage.name));
                     pass.save().await?;
                     return Err(ReconcileError::Config(format!("stage {}: objects not applied", stage.name)));
@@ -471,7 +494,11 @@ async fn run_stage(
                 let report = workload.applier.delete_all(&targets, &owner).await;
                 if !report.is_complete() {
                     let (k, e) = &report.failed[0];
-                    pass.condition(false, reason::APPLY_FAILED, format!("stage {} ({hook}): deleting {k}: {e}", stage.name));
+                    pass.condition(
+                        false,
+                        reason::APPLY_FAILED,
+                        format!("stage {} ({hook}): deleting {k}: {e}", stage.name),
+                    );
                     pass.save().await?;
                     return Err(ReconcileError::Config(format!("stage {}: objects not deleted", stage.name)));
                 }
@@ -481,7 +508,8 @@ async fn run_stage(
         set_phase(pass, i, phase::WAITING_POST, None, None);
     }
     if let Some(wait) = &stage.wait_for_post_condition
-        && let Some(step) = wait_for(pass, workload, i, wait, phase::WAITING_POST, "waitForPostCondition", &hook).await?
+        && let Some(step) =
+            wait_for(pass, workload, i, wait, phase::WAITING_POST, "waitForPostCondition", &hook).await?
     {
         return Ok(step);
     }
@@ -620,11 +648,17 @@ impl RenderedRelease {
         self.charts
             .iter()
             .filter(|c| c.name == addon)
-            .flat_map(|c| c.objects.iter().map(|o| {
-                let (g, k, ns, n) = object_identity(o);
-                let key = ObjectKey { group: g, version: String::new(), kind: k, namespace: ns, name: n };
-                format!("{} {}", key.kind, if key.namespace.is_empty() { key.name } else { format!("{}/{}", key.namespace, key.name) })
-            }))
+            .flat_map(|c| {
+                c.objects.iter().map(|o| {
+                    let (g, k, ns, n) = object_identity(o);
+                    let key = ObjectKey { group: g, version: String::new(), kind: k, namespace: ns, name: n };
+                    format!(
+                        "{} {}",
+                        key.kind,
+                        if key.namespace.is_empty() { key.name } else { format!("{}/{}", key.namespace, key.name) }
+                    )
+                })
+            })
             .collect()
     }
 }
@@ -667,7 +701,11 @@ pub fn render_bundle(
 }
 
 /// The Cluster, its control plane and its infrastructure cluster, as templates see them.
-async fn cluster_objects(ctx: &Context, cluster: &DynamicObject, cluster_json: Value) -> Result<ClusterObjects, ReconcileError> {
+async fn cluster_objects(
+    ctx: &Context,
+    cluster: &DynamicObject,
+    cluster_json: Value,
+) -> Result<ClusterObjects, ReconcileError> {
     let ns = cluster.namespace().unwrap_or_default();
     let mut out = ClusterObjects { cluster: cluster_json.clone(), ..Default::default() };
     for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
@@ -703,7 +741,11 @@ async fn preferred(ctx: &Context, group: &str, kind: &str) -> Option<GroupVersio
 }
 
 /// The platform-team values of a ClusterAddon's `spec.valuesFrom`, per addon.
-async fn platform_values(ctx: &Context, addon: &ClusterAddon, namespace: &str) -> Result<BTreeMap<String, Value>, String> {
+async fn platform_values(
+    ctx: &Context,
+    addon: &ClusterAddon,
+    namespace: &str,
+) -> Result<BTreeMap<String, Value>, String> {
     let mut out = BTreeMap::new();
     for r in &addon.spec.values_from {
         let value = read_values_ref(&ctx.client, namespace, r).await?;

@@ -94,11 +94,15 @@ impl ClusterAddonConfig {
         for (hook, stages) in &config.addon_stages {
             for stage in stages {
                 if !addons.contains(&stage.name) {
-                    return Err(StagesError(format!("hook {hook}: stage names addon {:?}, which the bundle does not have", stage.name)));
+                    return Err(StagesError(format!(
+                        "hook {hook}: stage names addon {:?}, which the bundle does not have",
+                        stage.name
+                    )));
                 }
                 for wait in [&stage.wait_for_pre_condition, &stage.wait_for_post_condition].into_iter().flatten() {
-                    cel::Program::compile(&wait.conditions)
-                        .map_err(|e| StagesError(format!("hook {hook}, addon {}: {:?}: {e}", stage.name, wait.conditions)))?;
+                    cel::Program::compile(&wait.conditions).map_err(|e| {
+                        StagesError(format!("hook {hook}, addon {}: {:?}: {e}", stage.name, wait.conditions))
+                    })?;
                 }
             }
         }
@@ -222,7 +226,9 @@ mod tests {
         let wait = c.stages(BEFORE_CLUSTER_UPGRADE)[0].wait_for_post_condition.clone().unwrap();
         let mut objects = BTreeMap::new();
         match evaluate(&wait, &objects) {
-            WaitOutcome::NotMet(m) => assert!(m.contains("ms.status.readyReplicas >= 1") && m.contains("missing"), "{m}"),
+            WaitOutcome::NotMet(m) => {
+                assert!(m.contains("ms.status.readyReplicas >= 1") && m.contains("missing"), "{m}")
+            }
             WaitOutcome::Met => panic!("met without the object"),
         }
         objects.insert("ms".into(), json!({"status": {"readyReplicas": 0}}));
