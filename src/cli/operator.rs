@@ -68,6 +68,9 @@ pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
         metrics_addr: Some(args.metrics_addr),
         health_addr: Some(args.health_addr),
         leader_election_namespace: args.leader_elect.then(|| args.leader_election_namespace.clone()),
+        hooks_addr: args.hooks_addr,
+        hooks_cert_dir: Some(args.hooks_cert_dir.clone()),
+        hooks_hold_deadline: Some(args.hooks_hold_deadline),
     };
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
