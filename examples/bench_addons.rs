@@ -90,8 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .spawn()?;
     let all_at = |tag: &str| {
         let list = mgmt.list_objects(CA, "ClusterAddon");
-        list.len() == CLUSTERS
-            && list.iter().all(|a| a["status"]["release"] == tag && a["status"]["ready"] == true)
+        list.len() == CLUSTERS && list.iter().all(|a| a["status"]["release"] == tag && a["status"]["ready"] == true)
     };
     let started = Instant::now();
     wait(&mut child, started, || all_at("docker-ferrol-1-27-v1")).await?;
@@ -116,7 +115,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = child.wait();
 
     let per = |n: usize| n as f64 / CLUSTERS as f64;
-    println!("bench_addons: {CLUSTERS} workload Clusters, API latency {LATENCY:?} on every double, default concurrency");
+    println!(
+        "bench_addons: {CLUSTERS} workload Clusters, API latency {LATENCY:?} on every double, default concurrency"
+    );
     println!("first addons (v1, AfterControlPlaneInitialized, cold start): {:.2} s", first.as_secs_f64());
     println!("  requests per Cluster: management {:.1}, workload {:.1}", per(first_mgmt), per(first_work));
     println!("v1 -> v2 (BeforeClusterUpgrade with a post-condition, then the rest): {:.2} s", upgrade.as_secs_f64());

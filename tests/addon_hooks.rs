@@ -43,8 +43,12 @@ async fn start(mgmt: &ApiServer, dir: &Path, ca_pem: &str, hold: Duration) -> Ho
     clusterstack::install_crypto_provider();
     let cache = tempfile::tempdir().unwrap();
     let ctx = Arc::new(
-        Context::new(mgmt.client(), Settings::new(SourceSpec::dir(cache.path()), cache.path()), Arc::new(Metrics::new()))
-            .unwrap(),
+        Context::new(
+            mgmt.client(),
+            Settings::new(SourceSpec::dir(cache.path()), cache.path()),
+            Arc::new(Metrics::new()),
+        )
+        .unwrap(),
     );
     let state = Arc::new(HookState { ctx, hold_deadline: hold });
     let stop = CancellationToken::new();
@@ -127,7 +131,8 @@ async fn discovery_lists_the_hooks() {
         .unwrap();
     assert_eq!(r["kind"], "DiscoveryResponse");
     assert_eq!(r["status"], "Success");
-    let hooks: Vec<&str> = r["handlers"].as_array().unwrap().iter().map(|h| h["requestHook"]["hook"].as_str().unwrap()).collect();
+    let hooks: Vec<&str> =
+        r["handlers"].as_array().unwrap().iter().map(|h| h["requestHook"]["hook"].as_str().unwrap()).collect();
     assert_eq!(hooks, ["AfterControlPlaneInitialized", "BeforeClusterUpgrade", "AfterClusterUpgrade"]);
     let acpi: Value = h
         .client
@@ -179,16 +184,16 @@ async fn the_deadline_lets_the_upgrade_through_with_a_warning_and_the_annotation
     let ca = write_cert(dir.path());
     put_addon(&mgmt, "docker-ferrol-1-27-v1", json!({}));
     let h = start(&mgmt, dir.path(), &ca, Duration::from_secs(1)).await;
-    assert_eq!(before_upgrade(&h, "docker-ferrol-1-27-v2", false).await["retryAfterSeconds"], hooks::RETRY_AFTER_SECONDS);
+    assert_eq!(
+        before_upgrade(&h, "docker-ferrol-1-27-v2", false).await["retryAfterSeconds"],
+        hooks::RETRY_AFTER_SECONDS
+    );
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let r = before_upgrade(&h, "docker-ferrol-1-27-v2", false).await;
     assert_eq!(r["retryAfterSeconds"], 0, "{r}");
     assert_eq!(addon_status(&mgmt)["holdResult"], hooks::hold::DEADLINE_EXCEEDED);
     let events = mgmt.list_objects("events.k8s.io/v1", "Event");
-    assert!(
-        events.iter().any(|e| e["reason"] == "AddonUpgradeHoldExpired" && e["type"] == "Warning"),
-        "{events:?}"
-    );
+    assert!(events.iter().any(|e| e["reason"] == "AddonUpgradeHoldExpired" && e["type"] == "Warning"), "{events:?}");
 
     put_addon(&mgmt, "docker-ferrol-1-27-v1", json!({}));
     let r = before_upgrade(&h, "docker-ferrol-1-27-v3", true).await;

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::cluster_addon_name;
-use crate::controller::clusters;
 use crate::api::ClusterAddon;
+use crate::controller::clusters;
 
 /// The Runtime SDK hooks API version.
 pub const HOOKS_API: &str = "hooks.runtime.cluster.x-k8s.io/v1alpha1";
@@ -235,7 +235,8 @@ pub async fn serve_tls(
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), HookServerError> {
     let initial = load_tls(cert_dir)?;
     let tls = Arc::new(Reloading { dir: cert_dir.to_path_buf(), current: Mutex::new((modified(cert_dir), initial)) });
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| HookServerError::Bind { addr, source })?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|source| HookServerError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| HookServerError::Bind { addr, source })?;
     let task = tokio::spawn(async move {
         loop {
