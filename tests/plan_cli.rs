@@ -133,3 +133,26 @@ fn a_file_without_cluster_stacks_is_an_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no ClusterStack"));
 }
+
+#[test]
+fn clusters_say_whether_their_addons_would_be_reapplied_and_why() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = plan(&[
+        "-f",
+        "docs/examples/clusterstack.yaml",
+        "--clusters",
+        "docs/examples/clusters.yaml",
+        "--cluster-addons",
+        "docs/examples/cluster-addons.yaml",
+        "--render",
+        "--cache",
+        cache.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |c: &str| text.lines().find(|l| l.trim_start().starts_with(c)).unwrap_or_default().to_string();
+    let team_a = line("team-a/team-a:");
+    assert!(team_a.contains("addons would be applied") && team_a.contains("v1 -> v2"), "{text}");
+    let demo = line("default/demo:");
+    assert!(demo.contains("nothing to apply") && demo.contains("keeps addon version v2"), "{text}");
+}

@@ -10,7 +10,7 @@ mod common;
 pub mod conditions;
 mod crds;
 
-pub use cluster_addon::{ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, StageStatus};
+pub use cluster_addon::{AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, StageStatus};
 pub use cluster_stack::{
     Channel, ClusterStack, ClusterStackReleaseSummary, ClusterStackSpec, ClusterStackStatus, DEFAULT_POLL_INTERVAL,
     DirectorySource, GitHubSource, ReleaseSourceSpec, SecretKeyRef,

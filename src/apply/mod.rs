@@ -266,6 +266,7 @@ pub struct Applier {
     applied: std::sync::Mutex<RecordedVersions>,
     discovery: DiscoveryCache,
     concurrency: usize,
+    field_manager: &'static str,
 }
 
 impl Applier {
@@ -276,7 +277,14 @@ impl Applier {
             client,
             applied: std::sync::Mutex::default(),
             concurrency: DEFAULT_CONCURRENCY,
+            field_manager: FIELD_MANAGER,
         }
+    }
+
+    /// Sets the field manager of the applies (default [`FIELD_MANAGER`]).
+    pub fn with_field_manager(mut self, field_manager: &'static str) -> Self {
+        self.field_manager = field_manager;
+        self
     }
 
     /// Sets how many objects of one ordering group are applied at the same time (at least 1).
@@ -469,7 +477,7 @@ impl Applier {
         // object keeps the version recorded at the last apply, so a different one means the apply
         // changed something (drift corrected, or a new desired state). Nothing is read first.
         let recorded = previous.get(&(key.group.clone(), key.kind.clone(), key.namespace.clone(), key.name.clone()));
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = PatchParams::apply(self.field_manager).force();
         match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
             Ok(applied) => {
                 let after = applied.resource_version().unwrap_or_default();

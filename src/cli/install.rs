@@ -23,6 +23,7 @@ use crate::api;
 use crate::controller::config::{DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE};
 
 use super::CliError;
+use super::install_hooks as hooks;
 
 /// Name of every namespaced object of the installation (and of the ClusterRole).
 pub const NAME: &str = "clusterstack-operator";
@@ -81,6 +82,10 @@ pub struct InstallArgs {
     /// volume and leader Lease each.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub shards: u16,
+    /// Generate the hook server's CA and serving certificate here (a Secret, and the CA bundle in
+    /// the ExtensionConfig) instead of asking cert-manager for them.
+    #[arg(long)]
+    pub self_signed: bool,
 }
 
 fn check_source(s: &str) -> Result<String, crate::controller::config::BadSource> {
@@ -143,6 +148,22 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
         push(&deployment)?;
     }
     push(&metrics_service(ns))?;
+    // The Runtime SDK lifecycle hooks: Service, certificate, ExtensionConfig.
+    let labels = serde_json::to_value(labels()).unwrap_or_default();
+    push(&hooks::service(ns, &labels))?;
+    let ca_bundle = if args.self_signed {
+        let (secret, ca) = hooks::self_signed(ns, &labels).map_err(|e| {
+            <serde_saphyr::ser::Error as serde::ser::Error>::custom(format!("generating the hook certificates: {e}"))
+        })?;
+        push(&secret)?;
+        Some(ca)
+    } else {
+        for doc in hooks::cert_manager(ns, &labels) {
+            push(&doc)?;
+        }
+        None
+    };
+    push(&hooks::extension_config(ns, &labels, ca_bundle.as_deref()))?;
     Ok(out)
 }
 
@@ -217,6 +238,12 @@ fn cluster_role() -> ClusterRole {
         // GitHub tokens named by `spec.source.github.tokenSecretRef`.
         rule("", &["secrets"], &["get"]),
         rule("cluster.x-k8s.io", &["clusters"], READ),
+        // Addons: platform values, and the control plane and infrastructure cluster of a Cluster
+        // that addon templates see.
+        rule("", &["configmaps"], &["get"]),
+        // (Providers other than docker add their infrastructure cluster kind here.)
+        rule("controlplane.cluster.x-k8s.io", &["kubeadmcontrolplanes"], &["get"]),
+        rule("infrastructure.cluster.x-k8s.io", &["dockerclusters"], &["get"]),
     ];
     for (group, resources) in TEMPLATE_RESOURCES {
         rules.push(rule(group, resources, MANAGE));
@@ -259,6 +286,8 @@ pub fn operator_args() -> Vec<String> {
         format!("--metrics-addr={DEFAULT_METRICS_ADDR}"),
         format!("--health-addr={DEFAULT_HEALTH_ADDR}"),
         format!("--cache-dir={DEFAULT_CACHE_DIR}"),
+        format!("--hooks-addr=0.0.0.0:{}", hooks::HOOKS_PORT),
+        format!("--hooks-cert-dir={}", hooks::HOOKS_CERT_DIR),
         "--leader-elect".into(),
     ]
 }
@@ -315,6 +344,7 @@ fn deployment(args: &InstallArgs) -> Deployment {
         ports: Some(vec![
             ContainerPort { name: Some("metrics".into()), container_port: METRICS_PORT, ..Default::default() },
             ContainerPort { name: Some("health".into()), container_port: HEALTH_PORT, ..Default::default() },
+            ContainerPort { name: Some("hooks".into()), container_port: hooks::HOOKS_PORT, ..Default::default() },
         ]),
         liveness_probe: Some(probe("/healthz", 10)),
         readiness_probe: Some(probe("/readyz", 5)),
@@ -336,6 +366,12 @@ fn deployment(args: &InstallArgs) -> Deployment {
         volume_mounts: Some(vec![
             VolumeMount { name: "cache".into(), mount_path: DEFAULT_CACHE_DIR.into(), ..Default::default() },
             VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
+            VolumeMount {
+                name: "hooks-tls".into(),
+                mount_path: hooks::HOOKS_CERT_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
         ]),
         ..Default::default()
     };
@@ -360,6 +396,14 @@ fn deployment(args: &InstallArgs) -> Deployment {
                 ..Default::default()
             },
             Volume { name: "tmp".into(), empty_dir: Some(Default::default()), ..Default::default() },
+            Volume {
+                name: "hooks-tls".into(),
+                secret: Some(k8s_openapi::api::core::v1::SecretVolumeSource {
+                    secret_name: Some(hooks::HOOKS_TLS_SECRET.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
         ]),
         ..Default::default()
     };
@@ -494,6 +538,30 @@ mod tests {
     }
 
     #[test]
+    fn the_hook_wiring_uses_cert_manager_by_default_and_a_generated_ca_with_self_signed() {
+        let docs_of = docs;
+        let docs = docs_of(&[]);
+        let ext = find(&docs, "ExtensionConfig")[0];
+        assert_eq!(ext["spec"]["clientConfig"]["service"]["name"], "clusterstack-hooks");
+        assert!(ext["metadata"]["annotations"][super::hooks::INJECT_CA_ANNOTATION].is_string(), "{ext}");
+        assert_eq!(find(&docs, "Certificate")[0]["spec"]["secretName"], super::hooks::HOOKS_TLS_SECRET);
+        assert_eq!(find(&docs, "Service").len(), 2);
+
+        let signed = docs_of(&["--self-signed"]);
+        let docs = signed;
+        assert!(find(&docs, "Certificate").is_empty());
+        let ext = find(&docs, "ExtensionConfig")[0];
+        let bundle = ext["spec"]["clientConfig"]["caBundle"].as_str().unwrap();
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.decode(bundle).unwrap();
+        let secret = find(&docs, "Secret")[0];
+        let ca_in_secret =
+            base64::engine::general_purpose::STANDARD.decode(secret["data"]["ca.crt"].as_str().unwrap()).unwrap();
+        assert_eq!(ca, ca_in_secret);
+        assert!(String::from_utf8(ca).unwrap().contains("BEGIN CERTIFICATE"));
+    }
+
+    #[test]
     fn rbac_is_least_privilege() {
         let docs = docs(&[]);
         let roles: Vec<&Value> = find(&docs, "ClusterRole").into_iter().chain(find(&docs, "Role")).collect();
@@ -534,6 +602,9 @@ mod tests {
             "infrastructure.cluster.x-k8s.io/dockermachinetemplates:patch",
             "controlplane.cluster.x-k8s.io/kubeadmcontrolplanetemplates:patch",
             "bootstrap.cluster.x-k8s.io/kubeadmconfigtemplates:delete",
+            "clusterstack.x-k8s.io/clusteraddons:create",
+            "clusterstack.x-k8s.io/clusteraddons/status:patch",
+            "/configmaps:get",
         ] {
             assert!(has(needed), "missing {needed}");
         }

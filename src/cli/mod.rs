@@ -5,6 +5,7 @@
 mod build;
 mod crds;
 mod install;
+mod install_hooks;
 pub mod operator;
 mod plan;
 pub mod pull;

@@ -43,6 +43,7 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
         RegistryConfig { endpoints: args.registry_endpoints.clone().unwrap_or_default(), ..Default::default() };
     settings.providers = ProviderRegistry::with_builtins(registries);
     settings.gate.deadline = args.node_image_deadline;
+    settings.addon_wait_deadline = args.addon_wait_deadline;
     Ok(settings)
 }
 
@@ -69,6 +70,9 @@ pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
         metrics_addr: Some(args.metrics_addr),
         health_addr: Some(args.health_addr),
         leader_election_namespace: args.leader_elect.then(|| args.leader_election_namespace.clone()),
+        hooks_addr: args.hooks_addr,
+        hooks_cert_dir: Some(args.hooks_cert_dir.clone()),
+        hooks_hold_deadline: Some(args.hooks_hold_deadline),
     };
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();

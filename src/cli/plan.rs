@@ -46,6 +46,10 @@ pub struct PlanArgs {
     /// Also fetch every kept release into the cache and list the objects it would apply.
     #[arg(long)]
     pub render: bool,
+    /// A YAML file with the ClusterAddons that exist now (`kubectl get clusteraddon -A -o yaml`):
+    /// with `--clusters`, the plan says per Cluster whether its addons would be re-applied and why.
+    #[arg(long, requires = "clusters")]
+    pub cluster_addons: Option<PathBuf>,
     /// The cache directory for `--render`. Default: $XDG_CACHE_HOME/clusterstack, else ~/.cache/clusterstack.
     #[arg(long, env = "CLUSTERSTACK_CACHE")]
     pub cache: Option<PathBuf>,
@@ -153,6 +157,13 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
         PlanFormat::Json => serde_json::to_string_pretty(&reports).map_err(|e| CliError::Usage(e.to_string()))? + "\n",
     };
     print!("{out}");
+    if args.clusters.is_some() && args.output == PlanFormat::Text {
+        let addons: Vec<crate::api::ClusterAddon> = match &args.cluster_addons {
+            Some(path) => read_objects(path, "ClusterAddon")?,
+            None => Vec::new(),
+        };
+        print!("{}", addon_lines(&usages, &addons, &listings, cache.as_ref()).await);
+    }
     // A plan made without the source's listing is not the operator's plan: say so in the exit code.
     match reports.iter().find_map(|r| r.source_error.as_ref().map(|e| (r, e))) {
         Some((report, error)) => Err(CliError::Usage(format!(
@@ -234,6 +245,46 @@ async fn render_kept(
         release.objects = Some(render::render_cluster_class(&fetched.cluster_class_chart_dir(), &ctx)?);
     }
     Ok(())
+}
+
+/// Per Cluster: would its addons be re-applied, and why.
+async fn addon_lines(
+    usages: &[crate::controller::clusters::ClassUsage],
+    addons: &[crate::api::ClusterAddon],
+    listings: &BTreeMap<String, (AnySource, Result<Listing, String>)>,
+    cache: Option<&ReleaseCache>,
+) -> String {
+    use crate::controller::addon::{addon_decision, cluster_addon_name};
+    let mut out = String::from("\nCluster addons:\n");
+    for usage in usages {
+        let tag = usage.class.tag();
+        let name = cluster_addon_name(&usage.cluster.name);
+        let status = addons
+            .iter()
+            .find(|a| a.name_any() == name && a.namespace().as_deref() == Some(usage.cluster.namespace.as_str()))
+            .and_then(|a| a.status.as_ref());
+        // The addon version of the class's release, when the cache may fetch it.
+        let mut target = None;
+        if let Some(cache) = cache {
+            for (source, listing) in listings.values() {
+                let Ok(listing) = listing else { continue };
+                let Some(listed) = listing.releases.iter().find(|l| l.tag == tag) else { continue };
+                if let Ok(fetched) = cache.fetch(source, listed, FetchPolicy::default()).await
+                    && let Ok(metadata) = fetched.metadata()
+                {
+                    target = Some(metadata.versions.components.cluster_addon.dotted());
+                    break;
+                }
+            }
+        }
+        let (again, why) = addon_decision(&tag, status, target.as_deref());
+        out.push_str(&format!(
+            "  {}: {} ({why})\n",
+            usage.cluster,
+            if again { "addons would be applied" } else { "nothing to apply" }
+        ));
+    }
+    out
 }
 
 fn text(reports: &[StackReport]) -> String {

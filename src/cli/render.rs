@@ -46,6 +46,13 @@ pub struct RenderArgs {
     /// plane and infrastructure cluster objects as further documents.
     #[arg(long)]
     pub cluster: Option<PathBuf>,
+    /// With `--addons`: the lifecycle hook whose stages are shown (stage headers go to stderr).
+    #[arg(long, requires = "addons")]
+    pub hook: Option<String>,
+    /// With `--addons`: platform values for one addon, as `ADDON=FILE` (repeatable), merged
+    /// last as `ClusterAddon.spec.valuesFrom` does.
+    #[arg(long = "values", requires = "addons")]
+    pub values: Vec<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
@@ -57,11 +64,15 @@ pub enum Format {
     Json,
 }
 
+const STAGES_FILE: &str = crate::controller::addon::stages::CLUSTER_ADDON_FILE;
+
 /// The chart directories to render and the release they belong to.
 struct Charts {
     id: ReleaseId,
     cluster_class: PathBuf,
     addons: Option<PathBuf>,
+    /// The release's `clusteraddon.yaml`, when it has one.
+    stages: Option<PathBuf>,
     /// Keeps the extraction of a release directory alive while rendering.
     _tmp: Option<tempfile::TempDir>,
 }
@@ -76,8 +87,34 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         let Some(addon_dir) = &charts.addons else {
             return Err(CliError::Usage(format!("the release {} has no addon bundle", charts.id)));
         };
-        let ctx = ctx.with_cluster(read_cluster(cluster_file)?);
-        render::render_addons(addon_dir, &ctx)?.into_iter().flat_map(|chart| chart.objects).collect()
+        let mut values = std::collections::BTreeMap::new();
+        for spec in &args.values {
+            let (addon, file) =
+                spec.split_once('=').ok_or_else(|| CliError::Usage(format!("--values {spec}: expected ADDON=FILE")))?;
+            let text = std::fs::read_to_string(file).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
+            let v = crate::controller::addon::parse_values_text(&text)
+                .map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
+            values.insert(addon.to_string(), v);
+        }
+        let ctx = ctx.with_cluster(read_cluster(cluster_file)?).with_addon_values(values);
+        let rendered = crate::controller::addon::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
+            .map_err(CliError::Usage)?;
+        let hook = args.hook.as_deref().unwrap_or(crate::controller::addon::stages::AFTER_CONTROL_PLANE_INITIALIZED);
+        let stages = rendered.stages(hook);
+        let mut out = Vec::new();
+        for (i, stage) in stages.iter().enumerate() {
+            let waits = [("pre", &stage.wait_for_pre_condition), ("post", &stage.wait_for_post_condition)]
+                .iter()
+                .filter_map(|(w, c)| c.as_ref().map(|c| format!(" wait-{w}: {}", c.conditions)))
+                .collect::<String>();
+            eprintln!("# {hook} stage {}: {} {}{waits}", i + 1, stage.action.as_str(), stage.name);
+            if stage.action == crate::controller::addon::stages::Action::Apply
+                && let Some(chart) = rendered.charts.iter().find(|c| c.name == stage.name)
+            {
+                out.extend(chart.objects.iter().cloned());
+            }
+        }
+        out
     } else {
         render::render_cluster_class(&charts.cluster_class, &ctx)?
     };
@@ -101,7 +138,14 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
             }
             None => release_of_chart(path)?,
         };
-        return Ok(Charts { id, cluster_class: path.to_path_buf(), addons: Some(path.to_path_buf()), _tmp: None });
+        let stages = Some(path.join(STAGES_FILE)).filter(|p| p.is_file());
+        return Ok(Charts {
+            id,
+            cluster_class: path.to_path_buf(),
+            addons: Some(path.to_path_buf()),
+            stages,
+            _tmp: None,
+        });
     }
     // A tag: through the source and the verified cache, as `pull` does.
     let source = args.source.open()?;
@@ -118,6 +162,7 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
         id: fetched.id.clone(),
         cluster_class: fetched.cluster_class_chart_dir(),
         addons: fetched.cluster_addon_dir(),
+        stages: fetched.asset_path(STAGES_FILE).filter(|p| p.is_file()),
         _tmp: None,
     })
 }
@@ -147,6 +192,7 @@ fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
     Ok(Charts {
         cluster_class: class_dir.join(format!("{}-cluster-class", id.stack_name())),
         addons: Some(addon_dir),
+        stages: Some(dir.join(STAGES_FILE)).filter(|p| p.is_file()),
         id,
         _tmp: Some(tmp),
     })

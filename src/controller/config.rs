@@ -88,6 +88,26 @@ pub struct OperatorArgs {
     /// are reached at `https://HOST`.
     #[arg(long, env = "CLUSTERSTACK_REGISTRY_ENDPOINTS", value_parser = parse_registry_endpoints)]
     pub registry_endpoints: Option<std::collections::BTreeMap<String, String>>,
+
+    /// How long an addon stage may wait for its `waitForPreCondition` /
+    /// `waitForPostCondition` before it fails.
+    #[arg(long, env = "CLUSTERSTACK_ADDON_WAIT_DEADLINE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub addon_wait_deadline: Duration,
+
+    /// Serve the CAPI Runtime SDK lifecycle hooks (HTTPS) on this address, e.g. `0.0.0.0:9443`.
+    /// Off when unset: the addons then follow the Cluster watch and cannot hold an upgrade.
+    #[arg(long, env = "CLUSTERSTACK_HOOKS_ADDR")]
+    pub hooks_addr: Option<std::net::SocketAddr>,
+
+    /// The directory holding the hook server's `tls.crt` and `tls.key` (a mounted Secret; read
+    /// again when they change).
+    #[arg(long, env = "CLUSTERSTACK_HOOKS_CERT_DIR", default_value = "/etc/clusterstack/hooks-tls")]
+    pub hooks_cert_dir: std::path::PathBuf,
+
+    /// How long `BeforeClusterUpgrade` may hold an upgrade for the addons before letting it
+    /// through with a Warning event.
+    #[arg(long, env = "CLUSTERSTACK_HOOKS_HOLD_DEADLINE", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub hooks_hold_deadline: Duration,
 }
 
 /// Why a source setting is not usable.

@@ -54,6 +54,8 @@ pub struct Settings {
     pub shard: Option<String>,
     /// How long a release no ClusterStackRelease references stays in the cache.
     pub cache_grace: Duration,
+    /// Deadline of each addon stage's wait condition.
+    pub addon_wait_deadline: Duration,
 }
 
 impl Settings {
@@ -72,6 +74,7 @@ impl Settings {
             gate: GateConfig::default(),
             shard: None,
             cache_grace: Duration::from_secs(3600),
+            addon_wait_deadline: super::addon::DEFAULT_WAIT_DEADLINE,
         }
     }
 }

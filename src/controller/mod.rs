@@ -13,6 +13,7 @@
 //!
 //! `docs/DESIGN.md` describes both reconcile loops.
 
+pub mod addon;
 pub mod backoff;
 pub mod cache_gc;
 pub mod clusters;

@@ -258,7 +258,7 @@ async fn owning_stack(release: &ClusterStackRelease, ctx: &Context) -> Result<Op
 }
 
 /// The source of the release's ClusterStack, else the operator's default; and the stack.
-async fn release_source(
+pub(crate) async fn release_source(
     release: &ClusterStackRelease,
     ctx: &Context,
 ) -> Result<(AnySource, Option<ClusterStack>), ReconcileError> {

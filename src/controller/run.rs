@@ -33,6 +33,12 @@ pub struct RunOptions {
     pub health_addr: Option<SocketAddr>,
     /// Run the controllers only while holding the Lease [`LEASE_NAME`] in this namespace.
     pub leader_election_namespace: Option<String>,
+    /// Serve the Runtime SDK lifecycle hooks (HTTPS) here.
+    pub hooks_addr: Option<SocketAddr>,
+    /// The directory of the hook server's `tls.crt` and `tls.key` (reloaded when they change).
+    pub hooks_cert_dir: Option<std::path::PathBuf>,
+    /// How long `BeforeClusterUpgrade` may hold an upgrade; `None`: the default (30 min).
+    pub hooks_hold_deadline: Option<Duration>,
 }
 
 /// Why the operator could not start or stopped.
@@ -40,6 +46,8 @@ pub struct RunOptions {
 pub enum RunError {
     #[error("cannot set up the operator: {0}")]
     Setup(#[from] crate::source::SourceError),
+    #[error("cannot start the hook server: {0}")]
+    Hooks(String),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -143,6 +151,37 @@ pub async fn run_with(
         .with_config(config)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
 
+    let addon_ctx = Arc::new(super::addon::AddonContext::new(
+        ctx.clone(),
+        super::addon::AddonSettings {
+            wait_deadline: settings.addon_wait_deadline,
+            resync_interval: settings.resync_interval,
+            ..Default::default()
+        },
+    ));
+    if let (Some(addr), Some(dir)) = (options.hooks_addr, options.hooks_cert_dir.as_deref()) {
+        let state = Arc::new(super::addon::hooks::HookState {
+            ctx: ctx.clone(),
+            hold_deadline: options.hooks_hold_deadline.unwrap_or(super::addon::hooks::DEFAULT_HOLD_DEADLINE),
+        });
+        let router = super::addon::hooks::router(state);
+        match super::addon::hooks::serve_tls(addr, dir, router, shutdown.clone()).await {
+            Ok((bound, _task)) => tracing::info!(%bound, "Runtime SDK hook server listening"),
+            Err(e) => return Err(RunError::Hooks(e.to_string())),
+        }
+    }
+    let addon_stop = shutdown.clone();
+    let addon_concurrency = settings.concurrency;
+    tokio::spawn(async move {
+        tokio::select! {
+            result = super::addon::run_controller(addon_ctx, addon_concurrency) => {
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "the ClusterAddon controller could not start");
+                }
+            }
+            () = addon_stop.cancelled() => {}
+        }
+    });
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     ctx.watches.set_stores(stack_store.clone(), release_store.clone());
     super::watch::start_clusters(&ctx);

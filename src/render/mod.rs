@@ -89,6 +89,8 @@ pub struct RenderContext {
     /// charts see as `.Capabilities.KubeVersion`.
     pub kube_version: Option<String>,
     pub limits: RenderLimits,
+    /// Platform-team values per addon name, merged last (over `values.yaml` and `overwrite.yaml`).
+    pub addon_values: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl RenderContext {
@@ -101,6 +103,7 @@ impl RenderContext {
             cluster: None,
             kube_version: None,
             limits: RenderLimits::default(),
+            addon_values: Default::default(),
         }
     }
 
@@ -113,6 +116,12 @@ impl RenderContext {
     /// The same context for the addons of a workload cluster.
     pub fn with_cluster(mut self, cluster: ClusterObjects) -> Self {
         self.cluster = Some(cluster);
+        self
+    }
+
+    /// The same context with platform-team values per addon.
+    pub fn with_addon_values(mut self, values: std::collections::BTreeMap<String, serde_json::Value>) -> Self {
+        self.addon_values = values;
         self
     }
 
@@ -382,6 +391,7 @@ fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedC
         context["cluster"] = cluster.cluster.clone();
         context["control_plane"] = cluster.control_plane.clone();
         context["infra_cluster"] = cluster.infra_cluster.clone();
+        context["variables"] = topology_variables(&cluster.cluster);
         let overwrite_file = chart_dir.join(OVERWRITE_FILE);
         if overwrite_file.exists() {
             let label = overwrite_file.display().to_string();
@@ -389,6 +399,10 @@ fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedC
             let rendered = bundle.render_source(&label, &source, &context)?;
             let overwrite = parse_values(&label, &rendered)?;
             merge_values(&mut values, overwrite);
+            context["values"] = values.clone();
+        }
+        if let Some(platform) = ctx.addon_values.get(&chart_name) {
+            merge_values(&mut values, platform.clone());
             context["values"] = values;
         }
     }
@@ -452,6 +466,20 @@ where
     });
     results.sort_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The Cluster's `spec.topology.variables` as a map from name to value (templates see it as
+/// `variables`).
+pub fn topology_variables(cluster: &serde_json::Value) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if let Some(vars) = cluster["spec"]["topology"]["variables"].as_array() {
+        for v in vars {
+            if let Some(name) = v["name"].as_str() {
+                out.insert(name.to_string(), v["value"].clone());
+            }
+        }
+    }
+    serde_json::Value::Object(out)
 }
 
 fn read_text(path: &Path) -> Result<String, RenderError> {

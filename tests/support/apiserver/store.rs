@@ -65,6 +65,8 @@ fn builtin_types() -> Vec<ResourceType> {
         T::builtin("rbac.authorization.k8s.io", "v1", "Role", "roles", true, false),
         T::builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true, false),
         T::builtin("apps", "v1", "Deployment", "deployments", true, true),
+        T::builtin("apps", "v1", "DaemonSet", "daemonsets", true, true),
+        T::builtin("apiregistration.k8s.io", "v1", "APIService", "apiservices", false, true),
         T::builtin("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false, true),
     ]
 }

@@ -1,0 +1,126 @@
+//! Clients of the workload clusters, built from the CAPI kubeconfig Secrets and cached per
+//! Cluster. A cached client is dropped when its Secret's `resourceVersion` changes (a rotated
+//! certificate or a moved endpoint) and when the Cluster goes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::apply::Applier;
+use crate::controller::clusters::ClusterKey;
+
+/// The field manager of every apply into a workload cluster.
+pub const ADDON_FIELD_MANAGER: &str = "clusterstack-addons";
+/// The key of the kubeconfig in the CAPI Secret.
+pub const KUBECONFIG_KEY: &str = "value";
+/// How long one request to a workload API server may take.
+const WORKLOAD_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The name of the CAPI kubeconfig Secret of a Cluster.
+pub fn kubeconfig_secret_name(cluster: &str) -> String {
+    format!("{cluster}-kubeconfig")
+}
+
+/// Why a workload client cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("the kubeconfig Secret {0} does not exist yet")]
+    NoSecret(String),
+    #[error("the kubeconfig Secret {secret} is not usable: {message}")]
+    BadSecret { secret: String, message: String },
+    #[error("reading the kubeconfig Secret {secret} failed: {source}")]
+    Management {
+        secret: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A cached workload cluster: its client and the applier (with its discovery cache).
+pub struct Workload {
+    pub client: Client,
+    pub applier: Applier,
+    secret_version: String,
+}
+
+/// The cache of workload clients, one per Cluster.
+#[derive(Default)]
+pub struct WorkloadClients {
+    clients: Mutex<HashMap<ClusterKey, Arc<Workload>>>,
+    concurrency: usize,
+}
+
+impl WorkloadClients {
+    /// An empty cache whose appliers apply `concurrency` objects at a time.
+    pub fn new(concurrency: usize) -> Self {
+        Self { clients: Mutex::default(), concurrency: concurrency.max(1) }
+    }
+
+    /// How many clients are cached.
+    pub fn len(&self) -> usize {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Whether no client is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops the client of a Cluster (it went, or its API server stopped answering).
+    pub fn forget(&self, cluster: &ClusterKey) {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).remove(cluster);
+    }
+
+    /// The client of `cluster`: cached while the Secret's `resourceVersion` is the same, built
+    /// again when it changed. Reads the Secret through `management` (one GET per call).
+    pub async fn get(&self, management: &Client, cluster: &ClusterKey) -> Result<Arc<Workload>, WorkloadError> {
+        let name = kubeconfig_secret_name(&cluster.name);
+        let shown = format!("{}/{name}", cluster.namespace);
+        let secrets: Api<Secret> = Api::namespaced(management.clone(), &cluster.namespace);
+        let secret = secrets
+            .get_opt(&name)
+            .await
+            .map_err(|source| WorkloadError::Management { secret: shown.clone(), source })?
+            .ok_or_else(|| WorkloadError::NoSecret(shown.clone()))?;
+        let version = secret.metadata.resource_version.clone().unwrap_or_default();
+        if let Some(w) = self.clients.lock().unwrap_or_else(PoisonError::into_inner).get(cluster)
+            && w.secret_version == version
+        {
+            return Ok(w.clone());
+        }
+        let bad = |message: String| WorkloadError::BadSecret { secret: shown.clone(), message };
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(KUBECONFIG_KEY))
+            .ok_or_else(|| bad(format!("it has no key {KUBECONFIG_KEY:?}")))?;
+        let text = std::str::from_utf8(&bytes.0).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+        let client = client_from_kubeconfig(text).await.map_err(bad)?;
+        let workload = Arc::new(Workload {
+            applier: Applier::new(client.clone())
+                .with_field_manager(ADDON_FIELD_MANAGER)
+                .with_concurrency(self.concurrency),
+            client,
+            secret_version: version,
+        });
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner).insert(cluster.clone(), workload.clone());
+        Ok(workload)
+    }
+}
+
+/// A client from kubeconfig text, with short timeouts (a workload API that does not answer must
+/// not hold a reconcile worker for long).
+pub async fn client_from_kubeconfig(text: &str) -> Result<Client, String> {
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("not a usable kubeconfig: {e}"))?;
+    config.connect_timeout = Some(Duration::from_secs(5));
+    config.read_timeout = Some(WORKLOAD_TIMEOUT);
+    config.write_timeout = Some(WORKLOAD_TIMEOUT);
+    Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+}
