@@ -15,6 +15,7 @@
 
 mod engine;
 pub mod gotmpl;
+pub mod helm;
 mod objects;
 
 use std::path::{Path, PathBuf};
@@ -128,6 +129,9 @@ pub enum RenderError {
     InvalidObject { file: String, index: usize, message: String },
     #[error("the object {key} is rendered twice: by {first} and by {second}")]
     Duplicate { key: String, first: String, second: String },
+    /// A Helm chart could not be loaded or prepared (metadata, dependencies, values).
+    #[error("chart {chart}: {message}")]
+    Chart { chart: String, message: String },
     #[error("{0}: addons are rendered for a workload cluster, but no Cluster was given")]
     NoCluster(String),
 }

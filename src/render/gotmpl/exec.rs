@@ -93,6 +93,27 @@ pub struct TemplateError {
     /// The innermost message: for `Fail`, the author's own text; otherwise
     /// the message without the `executing ... at <...>: ` part.
     pub detail: String,
+    /// Where a failure inside `include`/`tpl` really happened: the innermost
+    /// template file, line and message (`None`: here).
+    pub origin: Option<Box<Origin>>,
+}
+
+/// The innermost location of a failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Origin {
+    pub template: String,
+    pub line: usize,
+    pub detail: String,
+}
+
+impl TemplateError {
+    /// The innermost template, line and message of the failure.
+    pub fn innermost(&self) -> (&str, usize, &str) {
+        match &self.origin {
+            Some(o) => (&o.template, o.line, &o.detail),
+            None => (&self.template, self.line, &self.detail),
+        }
+    }
 }
 
 impl fmt::Display for TemplateError {
@@ -128,6 +149,7 @@ pub fn execute(
         fail_detail: None,
         dollar: Arc::from("$"),
         includes: Default::default(),
+        inner: Default::default(),
     };
     ex.run_named(name, data)
 }
@@ -163,6 +185,8 @@ struct Exec<'a> {
     dollar: Arc<str>,
     /// Nesting count per name of `include` (Helm stops at 1000).
     includes: std::collections::HashMap<String, usize>,
+    /// The innermost failure of an `include`/`tpl` on its way out.
+    inner: std::cell::Cell<Option<Box<Origin>>>,
 }
 
 /// The template being executed.
@@ -210,6 +234,7 @@ impl Exec<'_> {
                 kind: TemplateErrorKind::Exec,
                 message: format!("no template {:?} associated with template {:?}", name, &*self.set.name),
                 detail: format!("no template {:?} associated with template {:?}", name, &*self.set.name),
+                origin: None,
             });
         };
         self.run_tree(&tree, name, data).map_err(|e| *e)
@@ -246,6 +271,7 @@ impl Exec<'_> {
             kind,
             message: format!("executing {:?} at <{}>: {}", cx.name, context, msg),
             detail: msg,
+            origin: None,
         })
     }
 
@@ -756,6 +782,7 @@ impl Exec<'_> {
         if kind == TemplateErrorKind::Fail {
             err.detail = self.fail_detail.take().unwrap_or(msg);
         }
+        err.origin = self.inner.take();
         err
     }
 
@@ -852,7 +879,18 @@ impl Exec<'_> {
             }
             _ => {}
         }
-        let v = self.eval_arg_any(cx, vars, dot, a)?;
+        let (v, kind) = match a {
+            Arg::Field(..) | Arg::Variable(..) | Arg::Chain(..) | Arg::Dot(_) => {
+                self.eval_arg_kind(cx, vars, dot, a)?
+            }
+            _ => (self.eval_arg_any(cx, vars, dot, a)?, NilKind::Invalid),
+        };
+        // A nil interface (a null or, with missingkey=zero, a missing key) is a
+        // typed value to Go: it is the wrong type, not an invalid value.
+        if v.is_nil() && kind == NilKind::Interface && !can_be_nil(p) {
+            let msg = format!("wrong type for value; expected {}; got interface {{}}", param_name(p));
+            return Err(self.err(cx, a.pos(), a, msg));
+        }
         self.validate(cx, a.pos(), a, v, p)
     }
 
@@ -1051,7 +1089,11 @@ impl Exec<'_> {
         self.depth += 1;
         let r = grow(|| self.run_tree(tree, name, data));
         self.depth -= 1;
-        r.map_err(|e| match e.kind {
+        r.inspect_err(|e| {
+            let (template, line, detail) = e.innermost();
+            self.inner.set(Some(Box::new(Origin { template: template.to_string(), line, detail: detail.to_string() })));
+        })
+        .map_err(|e| match e.kind {
             TemplateErrorKind::Fail => {
                 self.fail_detail = Some(e.detail.clone());
                 FuncError::Fail(e.to_string())

@@ -396,6 +396,7 @@ impl<'a> Lexer<'a> {
                     self.error("unterminated character constant".into());
                     return false;
                 }
+                Some('\\') => {}
                 None | Some('\n') => {
                     self.error("unterminated character constant".into());
                     return false;

@@ -361,6 +361,7 @@ impl<'a> Parser<'a, '_> {
             kind: TemplateErrorKind::Parse,
             detail: msg.clone(),
             message: msg,
+            origin: None,
         }
     }
 

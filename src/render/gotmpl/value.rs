@@ -61,6 +61,11 @@ pub trait Object {
     fn to_data(&self) -> Value {
         Value::Nil
     }
+    /// For a Go slice or map type with methods (Helm's `APIVersions`, `Files`):
+    /// the elements, which `range`, `len` and `index` use.
+    fn elements(&self) -> Option<Value> {
+        None
+    }
 }
 
 impl Value {

@@ -1,0 +1,309 @@
+//! Loading a Helm chart from a directory or a `.tgz`, with its subcharts,
+//! the way Helm's loader sorts files into metadata, values, templates and
+//! other files. Hardened: paths stay inside the chart, links are refused,
+//! sizes are bounded.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::ignore::IgnoreRules;
+
+/// Helm's bounds on a decompressed chart and on one file in it.
+pub const MAX_CHART_BYTES: u64 = 100 * 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// Why a chart could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("chart {chart}: {message}")]
+pub struct LoadError {
+    /// The chart (its path or archive name, and the subchart path inside).
+    pub chart: String,
+    pub message: String,
+}
+
+fn err(chart: &str, message: impl Into<String>) -> LoadError {
+    LoadError { chart: chart.to_string(), message: message.into() }
+}
+
+/// A file of a chart: its `/`-separated path relative to the chart root.
+#[derive(Debug, Clone)]
+pub struct ChartFile {
+    pub name: String,
+    pub data: Arc<[u8]>,
+}
+
+/// A dependency as `Chart.yaml` declares it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dependency {
+    pub name: String,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub repository: Option<String>,
+    #[serde(default)]
+    pub condition: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default, rename = "import-values")]
+    pub import_values: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub alias: Option<String>,
+}
+
+/// The fields of `Chart.yaml` the renderer needs; all of it stays in `raw`
+/// for `.Chart`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default, rename = "type")]
+    pub chart_type: Option<String>,
+    #[serde(default)]
+    pub dependencies: Vec<Dependency>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A YAML scalar read as a string: `version: 1.0` is the text "1.0".
+fn lenient_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(match v {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(other) => Some(other.to_string()),
+    })
+}
+
+/// A loaded chart.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    /// Where it came from, for messages (`dir`, `x.tgz`, `parent/charts/sub`).
+    pub label: String,
+    pub metadata: Metadata,
+    /// `Chart.yaml` as data, for `.Chart`.
+    pub raw_metadata: serde_json::Value,
+    /// `values.yaml` (an empty map when absent).
+    pub values: serde_json::Value,
+    /// `values.schema.json`, if any.
+    pub schema: Option<Arc<[u8]>>,
+    /// `templates/**`, sorted by name.
+    pub templates: Vec<ChartFile>,
+    /// Every other file (for `.Files`; `crds/` among them).
+    pub files: Vec<ChartFile>,
+    /// The charts of `charts/`.
+    pub dependencies: Vec<Chart>,
+}
+
+impl Chart {
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// The files under `crds/` (Helm's CRD objects), sorted.
+    pub fn crd_files(&self) -> impl Iterator<Item = &ChartFile> {
+        self.files.iter().filter(|f| f.name.starts_with("crds/"))
+    }
+}
+
+/// Loads a chart from a directory or a `.tgz` archive.
+pub fn load(path: &Path) -> Result<Chart, LoadError> {
+    let label = path.display().to_string();
+    if path.is_dir() {
+        let mut files = Vec::new();
+        let mut total = 0u64;
+        read_dir_files(path, path, &label, &mut files, &mut total)?;
+        from_files(&label, files)
+    } else {
+        let data = std::fs::read(path).map_err(|e| err(&label, format!("cannot read: {e}")))?;
+        load_archive(&label, &data)
+    }
+}
+
+fn read_dir_files(
+    root: &Path,
+    dir: &Path,
+    label: &str,
+    out: &mut Vec<(String, Vec<u8>)>,
+    total: &mut u64,
+) -> Result<(), LoadError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| err(label, format!("cannot read {}: {e}", dir.display())))?;
+    let mut entries: Vec<_> = entries.collect::<Result<_, _>>().map_err(|e| err(label, format!("cannot read: {e}")))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let file_type = entry.file_type().map_err(|e| err(label, format!("cannot inspect {rel}: {e}")))?;
+        if file_type.is_symlink() {
+            return Err(err(label, format!("{rel} is a symbolic link; charts may not contain links")));
+        }
+        if file_type.is_dir() {
+            read_dir_files(root, &path, label, out, total)?;
+        } else if file_type.is_file() {
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            check_size(label, &rel, size, total)?;
+            let data = std::fs::read(&path).map_err(|e| err(label, format!("cannot read {rel}: {e}")))?;
+            out.push((rel, data));
+        }
+    }
+    Ok(())
+}
+
+fn check_size(label: &str, name: &str, size: u64, total: &mut u64) -> Result<(), LoadError> {
+    if size > MAX_FILE_BYTES {
+        return Err(err(label, format!("{name} is {size} bytes, more than the limit of {MAX_FILE_BYTES}")));
+    }
+    *total += size;
+    if *total > MAX_CHART_BYTES {
+        return Err(err(label, format!("the chart exceeds the limit of {MAX_CHART_BYTES} bytes decompressed")));
+    }
+    Ok(())
+}
+
+/// Loads a chart from the bytes of a `.tgz` (its entries under one top directory).
+pub fn load_archive(label: &str, data: &[u8]) -> Result<Chart, LoadError> {
+    let gz = flate2::read::GzDecoder::new(data);
+    let mut archive = tar::Archive::new(gz);
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    let entries = archive.entries().map_err(|e| err(label, format!("not a gzipped tar archive: {e}")))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| err(label, format!("corrupt archive: {e}")))?;
+        let kind = entry.header().entry_type();
+        let raw_path = entry.path().map_err(|e| err(label, format!("bad path in archive: {e}")))?.into_owned();
+        let name = raw_path.to_string_lossy().replace('\\', "/");
+        if kind.is_dir() || kind.is_pax_global_extensions() || kind.is_pax_local_extensions() {
+            continue;
+        }
+        if !kind.is_file() {
+            return Err(err(label, format!("{name}: archive entries must be regular files")));
+        }
+        if name.starts_with('/') || name.split('/').any(|c| c == "..") {
+            return Err(err(label, format!("{name}: path escapes the chart")));
+        }
+        // Helm strips the first path component: the chart's directory.
+        let Some((_, rel)) = name.split_once('/') else { continue };
+        if rel.is_empty() {
+            continue;
+        }
+        let size = entry.header().size().unwrap_or(0);
+        check_size(label, rel, size, &mut total)?;
+        let mut buf = Vec::with_capacity(size as usize);
+        entry
+            .by_ref()
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| err(label, format!("{rel}: cannot read: {e}")))?;
+        if buf.len() as u64 > MAX_FILE_BYTES {
+            return Err(err(label, format!("{rel} exceeds the limit of {MAX_FILE_BYTES} bytes")));
+        }
+        files.push((rel.to_string(), buf));
+    }
+    from_files(label, files)
+}
+
+/// Sorts a chart's files as Helm's loader does.
+pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
+    let ignore = match files.iter().find(|(n, _)| n == ".helmignore") {
+        Some((_, data)) => {
+            IgnoreRules::parse(&String::from_utf8_lossy(data)).map_err(|m| err(label, format!(".helmignore: {m}")))?
+        }
+        None => IgnoreRules::default(),
+    };
+    let mut metadata: Option<(Metadata, serde_json::Value)> = None;
+    let mut values = serde_json::Value::Object(Default::default());
+    let mut schema = None;
+    let mut templates = Vec::new();
+    let mut other = Vec::new();
+    let mut subcharts: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+    for (name, data) in files {
+        if is_ignored(&ignore, &name) {
+            continue;
+        }
+        match name.as_str() {
+            "Chart.yaml" => {
+                let text = String::from_utf8_lossy(&data);
+                let raw: serde_json::Value =
+                    serde_saphyr::from_str(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
+                let meta: Metadata =
+                    serde_json::from_value(raw.clone()).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
+                metadata = Some((meta, raw));
+            }
+            "values.yaml" => {
+                values = super::values::parse_values(&String::from_utf8_lossy(&data))
+                    .map_err(|m| err(label, format!("values.yaml: {m}")))?;
+            }
+            "values.schema.json" => schema = Some(Arc::from(data)),
+            "Chart.lock" | "requirements.yaml" | "requirements.lock" => {}
+            n if n.starts_with("templates/") => templates.push(ChartFile { name, data: Arc::from(data) }),
+            n if n.starts_with("charts/") && !n.ends_with(".prov") => {
+                let rest = &n["charts/".len()..];
+                let (sub, inner) = rest.split_once('/').unwrap_or((rest, ""));
+                subcharts.entry(sub.to_string()).or_default().push((inner.to_string(), data));
+            }
+            _ => other.push(ChartFile { name, data: Arc::from(data) }),
+        }
+    }
+    let Some((metadata, raw_metadata)) = metadata else {
+        return Err(err(label, "Chart.yaml file is missing"));
+    };
+    if metadata.name.is_empty() {
+        return Err(err(label, "Chart.yaml: field name is required"));
+    }
+    let mut dependencies = Vec::new();
+    for (sub, entries) in subcharts {
+        let sub_label = format!("{label}/charts/{sub}");
+        if sub.ends_with(".tgz") || sub.ends_with(".tar.gz") {
+            if let Some((_, data)) = entries.into_iter().find(|(inner, _)| inner.is_empty()) {
+                dependencies.push(load_archive(&sub_label, &data)?);
+            }
+        } else {
+            // A plain file directly in charts/ is not a chart; Helm ignores
+            // what it can't load as one only when it has no Chart.yaml.
+            let files: Vec<_> = entries.into_iter().filter(|(inner, _)| !inner.is_empty()).collect();
+            if files.is_empty() {
+                continue;
+            }
+            dependencies.push(from_files(&sub_label, files)?);
+        }
+    }
+    templates.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Chart {
+        label: label.to_string(),
+        metadata,
+        raw_metadata,
+        values,
+        schema,
+        templates,
+        files: other,
+        dependencies,
+    })
+}
+
+/// Whether a file or any directory above it is ignored.
+fn is_ignored(rules: &IgnoreRules, name: &str) -> bool {
+    let mut prefix = String::new();
+    let parts: Vec<&str> = name.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        let is_dir = i + 1 < parts.len();
+        if rules.ignored(&prefix, is_dir) {
+            return true;
+        }
+    }
+    false
+}

@@ -1,0 +1,324 @@
+//! Helm's values: reading values files, enabling dependencies by
+//! `condition` and `tags`, `import-values`, and coalescing chart defaults,
+//! subchart sections and globals under the user's values.
+
+use serde_json::Value;
+
+use super::load::Chart;
+
+type Map = serde_json::Map<String, Value>;
+
+/// The key whose table flows from a parent into every subchart.
+pub const GLOBAL_KEY: &str = "global";
+
+/// Parses a values document: an empty one is an empty map; anything but a
+/// map is an error.
+pub fn parse_values(text: &str) -> Result<Value, String> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
+    let mut docs = docs.into_iter().filter(|d| !d.is_null());
+    let first = docs.next();
+    if docs.next().is_some() {
+        return Err("values must be one YAML document".into());
+    }
+    match first {
+        None => Ok(Value::Object(Map::new())),
+        Some(v @ Value::Object(_)) => Ok(v),
+        Some(other) => Err(format!("values must be a mapping, not {}", kind(&other))),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Merges `src` into `dst`, `dst` winning (Helm's `coalesceTablesFullKey`).
+/// Unless `merge`, a null in `dst` deletes the key.
+pub fn coalesce_tables(dst: &mut Map, mut src: Map, merge: bool) {
+    for (key, val) in dst.iter() {
+        if val.is_null() {
+            src.insert(key.clone(), Value::Null);
+        }
+    }
+    for (key, val) in src {
+        match dst.get_mut(&key) {
+            Some(dv) if dv.is_null() && !merge => {
+                dst.remove(&key);
+            }
+            None => {
+                dst.insert(key, val);
+            }
+            Some(dv) => {
+                if let (Value::Object(d), Value::Object(s)) = (dv, val) {
+                    coalesce_tables(d, s, merge);
+                }
+                // A table over a scalar, or a scalar over a table: the
+                // destination stays (Helm warns and skips).
+            }
+        }
+    }
+}
+
+/// The values a chart renders with: its defaults (and its subcharts',
+/// with globals) coalesced under the user's values.
+pub fn coalesce_values(chart: &Chart, user: &Map) -> Result<Map, String> {
+    let mut dest = user.clone();
+    coalesce(chart, &mut dest, false)?;
+    Ok(dest)
+}
+
+fn coalesce(chart: &Chart, dest: &mut Map, merge: bool) -> Result<(), String> {
+    coalesce_chart_values(chart, dest, merge);
+    coalesce_deps(chart, dest, merge)
+}
+
+fn coalesce_chart_values(chart: &Chart, v: &mut Map, merge: bool) {
+    let Some(defaults) = chart.values.as_object() else { return };
+    for (key, val) in defaults {
+        match v.get_mut(key) {
+            Some(value) if value.is_null() && !merge => {
+                v.remove(key);
+            }
+            Some(Value::Object(dest)) => {
+                if let Value::Object(src) = val {
+                    // A subchart's section keeps its nulls for the subchart's own pass.
+                    let merge = merge || chart.dependencies.iter().any(|d| d.name() == key);
+                    coalesce_tables(dest, src.clone(), merge);
+                }
+            }
+            Some(_) => {}
+            None => {
+                v.insert(key.clone(), val.clone());
+            }
+        }
+    }
+}
+
+fn coalesce_deps(chart: &Chart, dest: &mut Map, merge: bool) -> Result<(), String> {
+    for sub in &chart.dependencies {
+        let name = sub.name().to_string();
+        let mut section = match dest.remove(&name) {
+            None => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(other) => return Err(format!("type mismatch on {name}: {other} is not a table")),
+        };
+        coalesce_globals(&mut section, dest);
+        coalesce(sub, &mut section, merge)?;
+        dest.insert(name, Value::Object(section));
+    }
+    Ok(())
+}
+
+/// Copies the parent's `global` table into a subchart's section, the
+/// parent's entries winning.
+fn coalesce_globals(dest: &mut Map, src: &Map) {
+    let mut dg = match dest.get(GLOBAL_KEY) {
+        None => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return,
+    };
+    let sg = match src.get(GLOBAL_KEY) {
+        None => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return,
+    };
+    for (key, val) in sg {
+        match val {
+            Value::Object(table) => {
+                let mut vv = table;
+                match dg.get(&key) {
+                    None => {
+                        dg.insert(key, Value::Object(vv));
+                    }
+                    Some(Value::Object(destv)) => {
+                        coalesce_tables(&mut vv, destv.clone(), true);
+                        dg.insert(key, Value::Object(vv));
+                    }
+                    Some(_) => {}
+                }
+            }
+            val => {
+                if !matches!(dg.get(&key), Some(Value::Object(_))) {
+                    dg.insert(key, val);
+                }
+            }
+        }
+    }
+    dest.insert(GLOBAL_KEY.into(), Value::Object(dg));
+}
+
+/// A value at a dotted path (`a.b.c`) of a table.
+pub fn path_value<'a>(values: &'a Map, path: &str) -> Option<&'a Value> {
+    let mut parts = path.split('.');
+    let mut cur = values.get(parts.next()?)?;
+    for p in parts {
+        cur = cur.as_object()?.get(p)?;
+    }
+    Some(cur)
+}
+
+/// Helm's dependency processing before rendering: aliases applied,
+/// disabled subcharts (by `condition` and `tags`) removed, `import-values`
+/// copied into the parents' defaults.
+pub fn process_dependencies(chart: &mut Chart, user: &Map) -> Result<(), String> {
+    process_enabled(chart, user, "")?;
+    process_imports(chart)
+}
+
+fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), String> {
+    let reqs = chart.metadata.dependencies.clone();
+    // Charts of charts/ that no dependency names stay; named ones are taken
+    // once per dependency, under its alias.
+    let mut deps: Vec<Chart> =
+        chart.dependencies.iter().filter(|c| !reqs.iter().any(|r| r.name == c.name())).cloned().collect();
+    let mut names = Vec::new();
+    for req in &reqs {
+        let Some(found) = chart.dependencies.iter().find(|c| c.name() == req.name) else {
+            return Err(format!("found in Chart.yaml, but missing in charts/ directory: {}", req.name));
+        };
+        let mut dep = found.clone();
+        if let Some(alias) = req.alias.as_deref().filter(|a| !a.is_empty()) {
+            dep.metadata.name = alias.to_string();
+            if let Some(m) = dep.raw_metadata.as_object_mut() {
+                m.insert("name".into(), Value::String(alias.to_string()));
+            }
+        }
+        names.push(dep.name().to_string());
+        deps.push(dep);
+    }
+    chart.dependencies = deps;
+    let cvals = coalesce_values(chart, values)?;
+    // Tags first, then conditions, which win.
+    let tags = cvals.get("tags").and_then(Value::as_object);
+    let mut disabled = Vec::new();
+    for (req, name) in reqs.iter().zip(&names) {
+        let mut enabled = true;
+        if let Some(tags) = tags
+            && !req.tags.is_empty()
+        {
+            let (mut has_true, mut has_false) = (false, false);
+            for t in &req.tags {
+                match tags.get(t) {
+                    Some(Value::Bool(true)) => has_true = true,
+                    Some(Value::Bool(false)) => has_false = true,
+                    _ => {}
+                }
+            }
+            if !has_true && has_false {
+                enabled = false;
+            }
+        }
+        if let Some(cond) = req.condition.as_deref() {
+            for c in cond.split(',') {
+                let c = c.trim();
+                if c.is_empty() {
+                    continue;
+                }
+                if let Some(Value::Bool(b)) = path_value(&cvals, &format!("{path}{c}")) {
+                    enabled = *b;
+                    break;
+                }
+            }
+        }
+        if !enabled {
+            disabled.push(name.clone());
+        }
+    }
+    chart.dependencies.retain(|d| !disabled.iter().any(|n| n == d.name()));
+    chart.metadata.dependencies.retain(|r| {
+        let name = r.alias.as_deref().filter(|a| !a.is_empty()).unwrap_or(&r.name);
+        !disabled.iter().any(|n| n == name)
+    });
+    for dep in &mut chart.dependencies {
+        let sub_path = format!("{path}{}.", dep.name());
+        process_enabled(dep, &cvals, &sub_path)?;
+    }
+    Ok(())
+}
+
+fn process_imports(chart: &mut Chart) -> Result<(), String> {
+    for dep in &mut chart.dependencies {
+        process_imports(dep)?;
+    }
+    let reqs = chart.metadata.dependencies.clone();
+    if reqs.iter().all(|r| r.import_values.is_empty()) {
+        return Ok(());
+    }
+    let cvals = coalesce_values(chart, &Map::new())?;
+    let mut imported = Map::new();
+    for req in &reqs {
+        let name = req.alias.as_deref().filter(|a| !a.is_empty()).unwrap_or(&req.name);
+        for iv in &req.import_values {
+            let (child, parent) = match iv {
+                Value::String(s) => (format!("exports.{s}"), ".".to_string()),
+                Value::Object(m) => (
+                    m.get("child").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    m.get("parent").and_then(Value::as_str).unwrap_or(".").to_string(),
+                ),
+                _ => continue,
+            };
+            let Some(Value::Object(table)) = path_value(&cvals, &format!("{name}.{child}")) else {
+                // Helm warns about a missing table and goes on.
+                continue;
+            };
+            let at = path_to_map(&parent, table.clone());
+            coalesce_tables(&mut imported, at, false);
+        }
+    }
+    // The parent's own values win over what it imports.
+    let mut defaults = chart.values.as_object().cloned().unwrap_or_default();
+    coalesce_tables(&mut defaults, imported, false);
+    chart.values = Value::Object(defaults);
+    Ok(())
+}
+
+fn path_to_map(path: &str, data: Map) -> Map {
+    if path == "." || path.is_empty() {
+        return data;
+    }
+    let mut out = Value::Object(data);
+    for part in path.rsplit('.') {
+        let mut m = Map::new();
+        m.insert(part.to_string(), out);
+        out = Value::Object(m);
+    }
+    match out {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn user_values_win_and_null_deletes() {
+        let mut dst = map(json!({"a": 1, "b": null, "t": {"x": 1}}));
+        coalesce_tables(&mut dst, map(json!({"a": 2, "b": 3, "c": 4, "t": {"x": 2, "y": 3}})), false);
+        assert_eq!(Value::Object(dst), json!({"a": 1, "c": 4, "t": {"x": 1, "y": 3}}));
+    }
+
+    #[test]
+    fn path_to_map_nests() {
+        assert_eq!(Value::Object(path_to_map("a.b", map(json!({"x": 1})))), json!({"a": {"b": {"x": 1}}}));
+    }
+
+    #[test]
+    fn values_documents() {
+        assert_eq!(parse_values("").expect("empty"), json!({}));
+        assert_eq!(parse_values("a: 1").expect("map"), json!({"a": 1}));
+        assert!(parse_values("- 1").is_err());
+    }
+}
