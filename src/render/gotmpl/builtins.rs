@@ -68,6 +68,20 @@ impl Builtin {
 
     /// Calls a builtin other than and/or with evaluated arguments.
     pub fn call(self, args: &[Value]) -> Result<Value, String> {
+        // len, index and slice see a Go map or slice type with methods
+        // (Helm's Files, VersionSet) as its elements.
+        if matches!(self, Builtin::Len | Builtin::Index | Builtin::Slice)
+            && let Some(Value::Object(o)) = args.first()
+            && let Some(e) = o.elements()
+        {
+            let mut args = args.to_vec();
+            args[0] = e;
+            return self.call_plain(&args);
+        }
+        self.call_plain(args)
+    }
+
+    fn call_plain(self, args: &[Value]) -> Result<Value, String> {
         match self {
             Builtin::And | Builtin::Or => unreachable_and_or(self, args),
             Builtin::Not => Ok(Value::Bool(!args[0].is_true())),

@@ -428,10 +428,19 @@ impl Exec<'_> {
         out: &mut String,
     ) -> Result<(), Stop> {
         let val = self.eval_pipeline(cx, vars, dot, &c.pipe)?;
+        // A Go map or slice type with methods (Helm's Files, VersionSet)
+        // ranges over its elements, which are typed, not interfaces.
+        let (val, typed_elems) = match &val {
+            Value::Object(o) => match o.elements() {
+                Some(e) => (e, true),
+                None => (val, false),
+            },
+            _ => (val, false),
+        };
         let ndecl = c.pipe.decl.len();
         let mut ran = false;
         let elem_kind_of = match &val {
-            Value::List(_) | Value::Map(_) => NilKind::Interface,
+            Value::List(_) | Value::Map(_) if !typed_elems => NilKind::Interface,
             _ => NilKind::Invalid,
         };
         // One iteration: set the loop variables and walk the body.
