@@ -762,9 +762,18 @@ impl Exec<'_> {
                 match o.call(name, &[]) {
                     Some(Ok(v)) => Ok((v, NilKind::Interface)),
                     Some(Err(e)) => Err(self.func_error(cx, pos, node, name, e)),
-                    None => {
-                        Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {}", o.type_name())))
-                    }
+                    None => match o.elements() {
+                        // A map type with methods: a key of the map.
+                        Some(Value::Map(m)) => {
+                            Ok((m.borrow().get(name).cloned().unwrap_or_default(), NilKind::Invalid))
+                        }
+                        _ => Err(self.err(
+                            cx,
+                            pos,
+                            node,
+                            format!("can't evaluate field {name} in type {}", o.type_name()),
+                        )),
+                    },
                 }
             }
             other => {
