@@ -284,8 +284,9 @@ impl Printer<'_> {
         } else {
             self.out.push_str(&v.type_name());
             self.out.push('=');
+            // Go prints the value with %v under the same flags.
             let saved = self.flags;
-            self.flags = Flags::default();
+            self.flags.plus = false;
             self.print_value(v, 'v', 0);
             self.flags = saved;
         }

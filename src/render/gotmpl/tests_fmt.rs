@@ -83,6 +83,7 @@ fn sprintf_verbs() {
         ("100%%", vec![], "100%"),
         ("%", vec![], "%!(NOVERB)"),
         ("%z", vec![i(1)], "%!z(int=1)"),
+        ("%5.2f|%5d", vec![i(0), s("x")], "%!f(int=   00)|%!d(string=    x)"),
         ("%[2]s %[1]s", vec![s("a"), s("b")], "b a"),
         ("%*d", vec![i(4), i(7)], "   7"),
         ("%T %T %T", vec![i(1), f(1.0), Value::list(vec![])], "int float64 []interface {}"),
