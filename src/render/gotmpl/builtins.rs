@@ -127,6 +127,12 @@ fn eval_args(args: &[Value]) -> String {
     if let [Value::String(s)] = args {
         return s.to_string();
     }
+    // Go's printableValue: a nil argument is the string "<no value>".
+    if args.iter().any(Value::is_nil) {
+        let args: Vec<Value> =
+            args.iter().map(|a| if a.is_nil() { Value::str("<no value>") } else { a.clone() }).collect();
+        return sprint(&args);
+    }
     sprint(args)
 }
 
@@ -390,10 +396,10 @@ pub fn js_escape(s: &str) -> String {
             }
             c if (c as u32) < 0x80 => out.push(c),
             c => {
-                if c.is_control() {
-                    let _ = write!(out, "\\u{:04X}", c as u32);
-                } else {
+                if super::fmt::is_print(c) {
                     out.push(c);
+                } else {
+                    let _ = write!(out, "\\u{:04X}", c as u32);
                 }
             }
         }

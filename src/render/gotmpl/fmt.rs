@@ -782,7 +782,7 @@ fn push_escaped(out: &mut String, c: char, q: char, ascii: bool) {
 
 /// Go's strconv.IsPrint, approximated: not a control or format character, not a
 /// line/paragraph separator and not a non-ASCII space other than U+0020.
-fn is_print(c: char) -> bool {
+pub(crate) fn is_print(c: char) -> bool {
     if (c as u32) < 0x80 {
         return (' '..='~').contains(&c);
     }

@@ -570,6 +570,11 @@ fn print_functions() {
         ("{{js \"it's <b> = \\\"x\\\"\\n\"}}", "it\\'s \\u003Cb\\u003E \\u003D \\\"x\\\"\\u000A"),
         ("{{urlquery \"a b&c=d/é\"}}", "a+b%26c%3Dd%2F%C3%A9"),
         ("{{html 1 2}}", "1 2"),
+        (
+            "{{urlquery nil}}|{{.missing | html}}|{{js nil 1}}|{{html \"a\" nil}}",
+            "%3Cno+value%3E|&lt;no value&gt;|\\u003Cno value\\u003E1|a&lt;no value&gt;",
+        ),
+        ("{{js \"\u{2028}\u{e9}\t\"}}", "\\u2028é\\u0009"),
     ]);
     err(&[
         (
