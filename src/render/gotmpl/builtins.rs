@@ -143,6 +143,10 @@ fn length(v: &Value) -> Result<i64, String> {
         Value::Bytes(b) => Ok(b.len() as i64),
         Value::List(l) => Ok(l.len() as i64),
         Value::Map(m) => Ok(m.borrow().len() as i64),
+        Value::Object(o) => match o.elements() {
+            Some(e) => length(&e),
+            None => Err(format!("len of type {}", o.type_name())),
+        },
         other => Err(format!("len of type {}", other.type_name())),
     }
 }
@@ -163,7 +167,10 @@ fn index(item: &Value, indexes: &[Value]) -> Result<Value, String> {
     if item.is_nil() {
         return Err("index of untyped nil".into());
     }
-    let mut item = item.clone();
+    let mut item = match item {
+        Value::Object(o) => o.elements().unwrap_or_else(|| item.clone()),
+        _ => item.clone(),
+    };
     for ix in indexes {
         let next = match &item {
             Value::Nil => return Err("index of nil pointer".into()),

@@ -6,6 +6,8 @@
 //! - `lex`, `parse`: Go's template lexer and parser (`Templates`, a parsed set).
 //! - `exec`: execution (`execute`, Go's builtins, the `Host` for `include`/`tpl`).
 //! - `fmt`: Go's `fmt` verbs for values (`sprint`, `sprintf`, `%v`).
+//! - `sprig`, `helmfuncs`: the function library (Sprig and Helm's own).
+//! - `goyaml`: YAML as Helm reads and writes it (`toYaml`, values files).
 
 mod builtins;
 mod exec;
@@ -27,36 +29,9 @@ pub use fmt::{format_value, sprint, sprintf, sprintln};
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use parse::Templates;
 pub use value::{FuncError, Map, Object, Value};
+pub mod goyaml;
+pub mod helmfuncs;
+pub mod sprig;
 
-/// Helm's own template functions (`include`, `tpl`, `required`, `fail`),
-/// until the Sprig library lands with the full map.
-pub fn helm_func_map() -> FuncMap {
-    let mut f = FuncMap::new();
-    f.insert(
-        "include",
-        Func::new(Signature::fixed(&[Param::String, Param::Any]), |h, a| {
-            h.include(a[0].as_str().unwrap_or_default(), &a[1]).map(Value::str)
-        }),
-    );
-    f.insert(
-        "tpl",
-        Func::new(Signature::fixed(&[Param::String, Param::Any]), |h, a| {
-            h.tpl(a[0].as_str().unwrap_or_default(), &a[1]).map(|s| Value::str(s.replace("<no value>", "")))
-        }),
-    );
-    f.insert(
-        "required",
-        Func::new(Signature::fixed(&[Param::String, Param::Any]), |_, a| match &a[1] {
-            Value::Nil => Err(FuncError::Fail(a[0].as_str().unwrap_or_default().to_string())),
-            Value::String(s) if s.is_empty() => Err(FuncError::Fail(a[0].as_str().unwrap_or_default().to_string())),
-            v => Ok(v.clone()),
-        }),
-    );
-    f.insert(
-        "fail",
-        Func::new(Signature::fixed(&[Param::String]), |_, a| {
-            Err(FuncError::Fail(a[0].as_str().unwrap_or_default().to_string()))
-        }),
-    );
-    f
-}
+pub use goyaml::{value_to_yaml, yaml_to_value};
+pub use helmfuncs::helm_func_map;

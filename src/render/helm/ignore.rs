@@ -1,83 +1,160 @@
-//! `.helmignore` rules and the glob matching Helm uses for them and for
-//! `.Files.Glob`.
+//! `.helmignore`: which files of a chart directory Helm leaves out.
+//!
+//! The rules follow Helm's `pkg/ignore` exactly, quirks included:
+//!
+//! - one pattern a line; blank lines and lines starting with `#` are skipped; leading and
+//!   trailing white space is trimmed (there is no escape for it); a UTF-8 BOM on the first
+//!   line is dropped; there are no inline comments;
+//! - the glob language is Go's `path/filepath.Match` (`*`, `?`, `[...]`, `[^...]`, ranges,
+//!   `\` escapes); a pattern Go would reject, or one containing `**`, is an error;
+//! - `!pat` negates, `pat/` only matches directories, `/pat` is anchored at the chart root,
+//!   a pattern with a `/` is matched against the whole relative path and one without against
+//!   the base name only;
+//! - rules are evaluated in order and the first decision wins. A negated rule decides
+//!   "ignored" for every path it does *not* match (and for every file when it is a directory
+//!   rule) and lets a matching path fall through to the next rule, as Helm's evaluation does;
+//! - `""`, `.` and `./` are never ignored; Helm adds `templates/.?*` (dot files under
+//!   `templates/`) after the chart's own rules: [`IgnoreRules::parse`] and
+//!   [`IgnoreRules::default`] include it, [`IgnoreRules::empty`] does not.
+//!
+//! Helm applies the top chart's `.helmignore` to the whole directory tree it loads,
+//! `charts/<dir>/` subcharts included (their own `.helmignore` files are not read), and does
+//! not apply it to charts loaded from an archive. A directory that is ignored is skipped
+//! with all its contents.
 
-/// One rule of a `.helmignore` file.
-#[derive(Debug, Clone)]
-struct Rule {
-    pattern: String,
+/// A parsed `.helmignore`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoreRules {
+    patterns: Vec<Pattern>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pattern {
+    /// The glob without its `!`, trailing `/` and leading `/`.
+    glob: String,
     negate: bool,
     must_dir: bool,
-    /// Matched against the whole relative path (the rule has a `/`), or else
-    /// against the base name.
-    full_path: bool,
+    kind: MatchKind,
 }
 
-/// The rules of a `.helmignore`, plus Helm's default (`templates/.?*`).
-#[derive(Debug, Clone)]
-pub struct IgnoreRules {
-    rules: Vec<Rule>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MatchKind {
+    /// `/pat`: the whole relative path.
+    Rooted,
+    /// `a/pat`: the whole relative path.
+    Path,
+    /// `pat`: the base name only.
+    Base,
 }
 
+/// What Helm applies to a chart directory without a `.helmignore`: the default rule only.
 impl Default for IgnoreRules {
     fn default() -> Self {
-        Self { rules: vec![Rule { pattern: "templates/.?*".into(), negate: false, must_dir: false, full_path: true }] }
+        let mut rules = Self::empty();
+        rules.add_defaults();
+        rules
     }
 }
 
 impl IgnoreRules {
-    /// Parses a `.helmignore` file (its rules come after the default one).
+    /// No rules: nothing is ignored.
+    pub fn empty() -> Self {
+        Self { patterns: Vec::new() }
+    }
+
+    /// Parses the text of a `.helmignore` and adds Helm's default rule after its rules, as
+    /// Helm's directory loader does. The error names the line and the pattern.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut rules = IgnoreRules::default();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            if line.contains("**") {
-                return Err(format!("line {}: double-star (**) syntax is not supported", i + 1));
-            }
-            let (negate, rest) = match line.strip_prefix('!') {
-                Some(r) => (true, r),
-                None => (false, line),
-            };
-            let must_dir = rest.ends_with('/') && rest.len() > 1;
-            let rest = rest.trim_end_matches('/');
-            let rest = rest.strip_prefix('/').unwrap_or(rest);
-            if rest.is_empty() {
-                continue;
-            }
-            // Validate the pattern as Go's filepath.Match would.
-            if glob_match(rest, "", false).is_err() {
-                return Err(format!("line {}: bad pattern {rest:?}", i + 1));
-            }
-            rules.rules.push(Rule { pattern: rest.into(), negate, must_dir, full_path: rest.contains('/') });
+        let mut rules = Self::parse_only(text)?;
+        rules.add_defaults();
+        Ok(rules)
+    }
+
+    /// Parses the text of a `.helmignore` without adding the default rule.
+    pub fn parse_only(text: &str) -> Result<Self, String> {
+        let mut rules = Self::empty();
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        for (index, line) in text.lines().enumerate() {
+            rules.add_rule(line).map_err(|e| format!("line {}: {e}", index + 1))?;
         }
         Ok(rules)
     }
 
-    /// Whether `path` (relative to the chart, `/`-separated) is ignored.
-    /// Helm's semantics, including its peculiar negation.
+    /// Adds Helm's default rule: dot files under `templates/` are ignored.
+    pub fn add_defaults(&mut self) {
+        // A constant, valid pattern.
+        let _ = self.add_rule("templates/.?*");
+    }
+
+    /// The number of rules (blank lines and comments excluded).
+    pub fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    fn add_rule(&mut self, line: &str) -> Result<(), String> {
+        let rule = line.trim();
+        if rule.is_empty() || rule.starts_with('#') {
+            return Ok(());
+        }
+        if rule.contains("**") {
+            return Err(format!("{rule:?}: double-star (**) syntax is not supported"));
+        }
+        // Go checks the raw rule (with its `!` and slashes) by matching it against "abc".
+        if go_match(rule, "abc").is_err() {
+            return Err(format!("{rule:?}: syntax error in pattern"));
+        }
+        let mut glob = rule;
+        let negate = match glob.strip_prefix('!') {
+            Some(rest) => {
+                glob = rest;
+                true
+            }
+            None => false,
+        };
+        let must_dir = match glob.strip_suffix('/') {
+            Some(rest) => {
+                glob = rest;
+                true
+            }
+            None => false,
+        };
+        let kind = if let Some(rest) = glob.strip_prefix('/') {
+            glob = rest;
+            MatchKind::Rooted
+        } else if glob.contains('/') {
+            MatchKind::Path
+        } else {
+            MatchKind::Base
+        };
+        self.patterns.push(Pattern { glob: glob.to_string(), negate, must_dir, kind });
+        Ok(())
+    }
+
+    /// Whether `path` (relative to the chart root, `/`-separated, without a leading `./`)
+    /// is ignored. `is_dir` tells whether it is a directory.
     pub fn ignored(&self, path: &str, is_dir: bool) -> bool {
-        if path.is_empty() || path == "." {
+        if path.is_empty() || path == "." || path == "./" {
             return false;
         }
-        let base = path.rsplit('/').next().unwrap_or(path);
-        for rule in &self.rules {
-            let subject = if rule.full_path { path } else { base };
-            let matched = glob_match(&rule.pattern, subject, false).unwrap_or(false);
-            if rule.negate {
-                if rule.must_dir && !is_dir {
+        for p in &self.patterns {
+            if p.negate {
+                if p.must_dir && !is_dir {
                     return true;
                 }
-                if !matched {
+                if !p.matches(path) {
                     return true;
                 }
                 continue;
             }
-            if rule.must_dir && !is_dir {
+            if p.must_dir && !is_dir {
                 continue;
             }
-            if matched {
+            if p.matches(path) {
                 return true;
             }
         }
@@ -85,86 +162,401 @@ impl IgnoreRules {
     }
 }
 
-/// Go's `filepath.Match` (`*` and `?` stop at `/`), or with `double_star`
-/// the globbing of `.Files.Glob` where `**` crosses directories.
-/// An invalid pattern (unclosed `[`) is an error.
-pub fn glob_match(pattern: &str, name: &str, double_star: bool) -> Result<bool, String> {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    check_classes(&p)?;
-    Ok(match_from(&p, &n, double_star))
+impl Pattern {
+    fn matches(&self, path: &str) -> bool {
+        let subject = match self.kind {
+            MatchKind::Rooted | MatchKind::Path => path,
+            MatchKind::Base => go_base(path),
+        };
+        go_match(&self.glob, subject).unwrap_or(false)
+    }
 }
 
-fn check_classes(p: &[char]) -> Result<(), String> {
-    let mut i = 0;
-    while i < p.len() {
-        match p[i] {
-            '\\' => i += 2,
-            '[' => {
-                let close = p[i + 1..].iter().position(|c| *c == ']');
-                match close {
-                    Some(c) => i += c + 2,
-                    None => return Err("syntax error in pattern".into()),
+/// Go's `filepath.Base` for `/`-separated paths.
+fn go_base(path: &str) -> &str {
+    if path.is_empty() {
+        return ".";
+    }
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/";
+    }
+    match trimmed.rfind('/') {
+        Some(i) => &trimmed[i + 1..],
+        None => trimmed,
+    }
+}
+
+/// A malformed pattern, as Go's `filepath.ErrBadPattern`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadPattern;
+
+/// Go's `path/filepath.Match` on a Unix system: `*` matches any run of non-`/` characters,
+/// `?` one non-`/` character, `[...]` a character class (`^` negates, `a-z` ranges, `\`
+/// escapes), `\c` the character `c`. The whole pattern must be well formed, even where the
+/// match fails early (as Go checks since 1.16).
+pub fn go_match(pattern: &str, name: &str) -> Result<bool, BadPattern> {
+    let mut pattern = pattern;
+    let mut name = name;
+    'pattern: while !pattern.is_empty() {
+        let (star, chunk, rest) = scan_chunk(pattern);
+        pattern = rest;
+        if star && chunk.is_empty() {
+            // A trailing star matches the rest unless it holds a separator.
+            return Ok(!name.contains('/'));
+        }
+        let here = match_chunk(chunk, name);
+        if let Ok(Some(t)) = here
+            && (t.is_empty() || !pattern.is_empty())
+        {
+            name = t;
+            continue;
+        }
+        here?;
+        if star {
+            // Try skipping 1, 2, ... characters of `name`, never a separator.
+            for (i, c) in name.char_indices() {
+                if c == '/' {
+                    break;
+                }
+                let next = i + c.len_utf8();
+                match match_chunk(chunk, &name[next..])? {
+                    Some(t) => {
+                        if pattern.is_empty() && !t.is_empty() {
+                            continue;
+                        }
+                        name = t;
+                        continue 'pattern;
+                    }
+                    None => {}
                 }
             }
-            _ => i += 1,
+        }
+        // No match: the rest of the pattern must still be well formed.
+        while !pattern.is_empty() {
+            let (_, chunk, rest) = scan_chunk(pattern);
+            pattern = rest;
+            match_chunk(chunk, "")?;
+        }
+        return Ok(false);
+    }
+    Ok(name.is_empty())
+}
+
+/// Splits off the leading stars and the chunk up to the next star outside a class.
+fn scan_chunk(pattern: &str) -> (bool, &str, &str) {
+    let trimmed = pattern.trim_start_matches('*');
+    let star = trimmed.len() != pattern.len();
+    let bytes = trimmed.as_bytes();
+    let mut in_range = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                if i + 1 < bytes.len() {
+                    i += 1;
+                }
+            }
+            b'[' => in_range = true,
+            b']' => in_range = false,
+            b'*' if !in_range => break,
+            _ => {}
+        }
+        i += 1;
+    }
+    // The scan stops only at an ASCII `*` or at the end: a character boundary.
+    let split = i.min(trimmed.len());
+    (star, &trimmed[..split], &trimmed[split..])
+}
+
+/// Matches `chunk` (no stars) at the start of `s`: `Some(rest)` on a match. A malformed
+/// chunk is an error even when the match already failed.
+fn match_chunk<'a>(chunk: &str, s: &'a str) -> Result<Option<&'a str>, BadPattern> {
+    let mut chunk = chunk;
+    let mut s = s;
+    let mut failed = false;
+    while let Some(c) = chunk.chars().next() {
+        if !failed && s.is_empty() {
+            failed = true;
+        }
+        match c {
+            '[' => {
+                let mut r = '\0';
+                if !failed {
+                    // `s` is not empty here.
+                    if let Some(first) = s.chars().next() {
+                        r = first;
+                        s = &s[first.len_utf8()..];
+                    }
+                }
+                chunk = &chunk[1..];
+                let negated = match chunk.strip_prefix('^') {
+                    Some(rest) => {
+                        chunk = rest;
+                        true
+                    }
+                    None => false,
+                };
+                let mut matched = false;
+                let mut ranges = 0;
+                loop {
+                    if ranges > 0 && chunk.starts_with(']') {
+                        chunk = &chunk[1..];
+                        break;
+                    }
+                    let (lo, rest) = get_esc(chunk)?;
+                    chunk = rest;
+                    let mut hi = lo;
+                    if let Some(rest) = chunk.strip_prefix('-') {
+                        let (h, rest) = get_esc(rest)?;
+                        hi = h;
+                        chunk = rest;
+                    }
+                    if lo <= r && r <= hi {
+                        matched = true;
+                    }
+                    ranges += 1;
+                }
+                if matched == negated {
+                    failed = true;
+                }
+            }
+            '?' => {
+                if !failed && let Some(first) = s.chars().next() {
+                    if first == '/' {
+                        failed = true;
+                    }
+                    s = &s[first.len_utf8()..];
+                }
+                chunk = &chunk[1..];
+            }
+            _ => {
+                let mut literal = c;
+                if c == '\\' {
+                    chunk = &chunk[1..];
+                    literal = chunk.chars().next().ok_or(BadPattern)?;
+                }
+                // Go compares bytes here; comparing the character and stepping over it
+                // is the same for valid UTF-8.
+                if !failed {
+                    match s.strip_prefix(literal) {
+                        Some(rest) => s = rest,
+                        None => {
+                            failed = true;
+                        }
+                    }
+                }
+                chunk = &chunk[literal.len_utf8()..];
+            }
         }
     }
-    Ok(())
+    if failed { Ok(None) } else { Ok(Some(s)) }
 }
 
-fn match_from(p: &[char], n: &[char], double_star: bool) -> bool {
-    if p.is_empty() {
-        return n.is_empty();
-    }
-    match p[0] {
-        '*' => {
-            let crosses = double_star && p.get(1) == Some(&'*');
-            let rest = if crosses { &p[2..] } else { &p[1..] };
-            // `**/` also matches no directory at all.
-            if crosses && rest.first() == Some(&'/') && match_from(&rest[1..], n, double_star) {
-                return true;
+/// A possibly escaped character of a class; the class must go on after it.
+fn get_esc(chunk: &str) -> Result<(char, &str), BadPattern> {
+    let mut chunk = chunk;
+    match chunk.chars().next() {
+        None | Some('-') | Some(']') => return Err(BadPattern),
+        Some('\\') => {
+            chunk = &chunk[1..];
+            if chunk.is_empty() {
+                return Err(BadPattern);
             }
-            for i in 0..=n.len() {
-                if match_from(rest, &n[i..], double_star) {
+        }
+        Some(_) => {}
+    }
+    let c = chunk.chars().next().ok_or(BadPattern)?;
+    let rest = &chunk[c.len_utf8()..];
+    if rest.is_empty() {
+        return Err(BadPattern);
+    }
+    Ok((c, rest))
+}
+
+/// The glob of a `.helmignore` rule (`double_star == false`: Go's `filepath.Match`, an
+/// invalid pattern is an error) or of `.Files.Glob` (`double_star == true`: the
+/// `github.com/gobwas/glob` language with `/` as separator, which Helm compiles: `*` and `?`
+/// stop at `/`, `**` crosses it, `[abc]`, `[a-z]`, `[!abc]` (`^` is an ordinary character
+/// there), `{a,b}` alternatives, `\` escapes). Helm's `Files.Glob` returns no files for a
+/// pattern gobwas cannot compile, so such a pattern matches nothing here.
+pub fn glob_match(pattern: &str, name: &str, double_star: bool) -> Result<bool, String> {
+    if double_star {
+        Ok(files_glob_match(pattern, name))
+    } else {
+        go_match(pattern, name).map_err(|_| "syntax error in pattern".to_string())
+    }
+}
+
+/// One element of a gobwas glob.
+#[derive(Debug, Clone, PartialEq)]
+enum GlobNode {
+    Char(char),
+    /// `*`: any run without `/`.
+    Any,
+    /// `**`: any run.
+    Super,
+    /// `?`: one character but `/`.
+    Single,
+    /// `[...]`: characters and ranges, `[!...]` negated.
+    Class {
+        negated: bool,
+        items: Vec<(char, char)>,
+    },
+    /// `{a,b}`: alternatives.
+    Alt(Vec<Vec<GlobNode>>),
+}
+
+/// At most this many nodes in a `.Files.Glob` pattern, and this much matching work.
+const GLOB_MAX_NODES: usize = 1024;
+const GLOB_MAX_STEPS: usize = 1_000_000;
+
+/// `.Files.Glob` matching (see [`glob_match`]); false for a pattern gobwas rejects.
+pub fn files_glob_match(pattern: &str, name: &str) -> bool {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut pos = 0;
+    let mut count = 0;
+    let Some(nodes) = parse_glob(&chars, &mut pos, false, &mut count) else {
+        return false;
+    };
+    if pos != chars.len() {
+        return false;
+    }
+    let name: Vec<char> = name.chars().collect();
+    let mut steps = 0;
+    glob_here(&nodes, &[], &name, &mut steps)
+}
+
+/// Parses up to the end, or in an alternative up to its `,` or `}` (left unconsumed).
+fn parse_glob(p: &[char], pos: &mut usize, in_alt: bool, count: &mut usize) -> Option<Vec<GlobNode>> {
+    let mut nodes = Vec::new();
+    while *pos < p.len() {
+        *count += 1;
+        if *count > GLOB_MAX_NODES {
+            return None;
+        }
+        let c = p[*pos];
+        match c {
+            ',' | '}' if in_alt => return Some(nodes),
+            '*' => {
+                if p.get(*pos + 1) == Some(&'*') {
+                    *pos += 2;
+                    nodes.push(GlobNode::Super);
+                } else {
+                    *pos += 1;
+                    nodes.push(GlobNode::Any);
+                }
+            }
+            '?' => {
+                *pos += 1;
+                nodes.push(GlobNode::Single);
+            }
+            '\\' => {
+                let escaped = *p.get(*pos + 1)?;
+                *pos += 2;
+                nodes.push(GlobNode::Char(escaped));
+            }
+            '[' => {
+                *pos += 1;
+                let negated = p.get(*pos) == Some(&'!');
+                if negated {
+                    *pos += 1;
+                }
+                let mut items = Vec::new();
+                loop {
+                    let lo = *p.get(*pos)?;
+                    if lo == ']' {
+                        *pos += 1;
+                        break;
+                    }
+                    let lo = if lo == '\\' {
+                        *pos += 1;
+                        *p.get(*pos)?
+                    } else {
+                        lo
+                    };
+                    *pos += 1;
+                    if p.get(*pos) == Some(&'-') && p.get(*pos + 1).is_some_and(|c| *c != ']') {
+                        let hi = p[*pos + 1];
+                        *pos += 2;
+                        if hi < lo {
+                            return None;
+                        }
+                        items.push((lo, hi));
+                    } else {
+                        items.push((lo, lo));
+                    }
+                }
+                if items.is_empty() {
+                    return None;
+                }
+                nodes.push(GlobNode::Class { negated, items });
+            }
+            '{' => {
+                *pos += 1;
+                let mut branches = Vec::new();
+                loop {
+                    branches.push(parse_glob(p, pos, true, count)?);
+                    match p.get(*pos) {
+                        Some(',') => *pos += 1,
+                        Some('}') => {
+                            *pos += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+                nodes.push(GlobNode::Alt(branches));
+            }
+            other => {
+                *pos += 1;
+                nodes.push(GlobNode::Char(other));
+            }
+        }
+    }
+    if in_alt { None } else { Some(nodes) }
+}
+
+/// Matches `nodes` followed by the continuation `then` (stack of sequences still to match,
+/// innermost last) against the whole of `name`.
+fn glob_here(nodes: &[GlobNode], then: &[&[GlobNode]], name: &[char], steps: &mut usize) -> bool {
+    *steps += 1;
+    if *steps > GLOB_MAX_STEPS {
+        return false;
+    }
+    let Some((first, rest)) = nodes.split_first() else {
+        return match then.split_last() {
+            Some((next, outer)) => glob_here(next, outer, name, steps),
+            None => name.is_empty(),
+        };
+    };
+    match first {
+        GlobNode::Char(c) => name.first() == Some(c) && glob_here(rest, then, &name[1..], steps),
+        GlobNode::Single => name.first().is_some_and(|c| *c != '/') && glob_here(rest, then, &name[1..], steps),
+        GlobNode::Class { negated, items } => match name.first() {
+            Some(c) => {
+                let hit = items.iter().any(|(lo, hi)| lo <= c && c <= hi);
+                hit != *negated && glob_here(rest, then, &name[1..], steps)
+            }
+            None => false,
+        },
+        GlobNode::Any | GlobNode::Super => {
+            let crosses = *first == GlobNode::Super;
+            for skip in 0..=name.len() {
+                if glob_here(rest, then, &name[skip..], steps) {
                     return true;
                 }
-                if i < n.len() && n[i] == '/' && !crosses {
+                if skip < name.len() && name[skip] == '/' && !crosses {
                     return false;
                 }
             }
             false
         }
-        '?' => !n.is_empty() && n[0] != '/' && match_from(&p[1..], &n[1..], double_star),
-        '[' => {
-            let Some(close) = p[1..].iter().position(|c| *c == ']').map(|c| c + 1) else { return false };
-            if n.is_empty() || n[0] == '/' {
-                return false;
-            }
-            let class = &p[1..close];
-            let (negated, class) = match class.first() {
-                Some('^') | Some('!') => (true, &class[1..]),
-                _ => (false, class),
-            };
-            let mut hit = false;
-            let mut j = 0;
-            while j < class.len() {
-                if j + 2 < class.len() && class[j + 1] == '-' {
-                    if class[j] <= n[0] && n[0] <= class[j + 2] {
-                        hit = true;
-                    }
-                    j += 3;
-                } else {
-                    if class[j] == n[0] {
-                        hit = true;
-                    }
-                    j += 1;
-                }
-            }
-            hit != negated && match_from(&p[close + 1..], &n[1..], double_star)
+        GlobNode::Alt(branches) => {
+            let mut stack: Vec<&[GlobNode]> = then.to_vec();
+            stack.push(rest);
+            branches.iter().any(|branch| glob_here(branch, &stack, name, steps))
         }
-        '\\' if p.len() > 1 => !n.is_empty() && n[0] == p[1] && match_from(&p[2..], &n[1..], double_star),
-        c => !n.is_empty() && n[0] == c && match_from(&p[1..], &n[1..], double_star),
     }
 }
 
@@ -173,29 +565,230 @@ mod tests {
     use super::*;
 
     #[test]
-    fn go_filepath_match() {
-        assert!(glob_match("*.yaml", "a.yaml", false).unwrap_or(false));
-        assert!(!glob_match("*.yaml", "dir/a.yaml", false).unwrap_or(true));
-        assert!(glob_match("dir/*.y?ml", "dir/a.yaml", false).unwrap_or(false));
-        assert!(glob_match("[a-c]x", "bx", false).unwrap_or(false));
-        assert!(!glob_match("[^a-c]x", "bx", false).unwrap_or(true));
-        assert!(glob_match("files/**", "files/a/b.txt", true).unwrap_or(false));
-        assert!(glob_match("**/*.txt", "a.txt", true).unwrap_or(false));
-        assert!(glob_match("[", "x", false).is_err());
+    fn parse_skips_blank_lines_and_comments() {
+        let rules = IgnoreRules::parse_only("#ignore\n\n\t#ignore\nfoo\nbar/*\nbaz/bar/foo.txt\n\none/more\n")
+            .expect("valid rules");
+        assert_eq!(rules.len(), 4);
+        let globs: Vec<&str> = rules.patterns.iter().map(|p| p.glob.as_str()).collect();
+        assert_eq!(globs, ["foo", "bar/*", "baz/bar/foo.txt", "one/more"]);
     }
 
     #[test]
-    fn helmignore_rules() {
-        let rules = IgnoreRules::parse("# comment\n*.bak\nsecret/\ndocs/*.md\n").expect("parses");
-        assert!(rules.ignored("a.bak", false));
-        assert!(rules.ignored("templates/x.bak", false));
-        assert!(rules.ignored("secret", true));
-        assert!(!rules.ignored("secret", false));
-        assert!(rules.ignored("docs/a.md", false));
-        assert!(!rules.ignored("other/a.md", false));
-        assert!(!rules.ignored("templates/cm.yaml", false));
-        // The default rule: dot files in templates/.
-        assert!(rules.ignored("templates/.hidden", false));
-        assert!(IgnoreRules::parse("a/**/b").is_err());
+    fn parse_rejects_double_star_and_bad_globs_naming_the_line() {
+        let err = IgnoreRules::parse_only("ok\nfoo/**/bar\n").expect_err("** is refused");
+        assert!(err.contains("line 2") && err.contains("double-star"), "{err}");
+        for bad in ["[z-", "[]", "a[", "x\\", "[a-]", "*[", "ab[^"] {
+            let err = IgnoreRules::parse_only(bad).expect_err(bad);
+            assert!(err.contains("syntax error in pattern"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn parse_drops_a_bom_and_trims_spaces() {
+        let rules = IgnoreRules::parse_only("\u{feff}  *.txt  \n").expect("valid");
+        assert!(rules.ignored("a.txt", false));
+    }
+
+    #[test]
+    fn defaults_ignore_dot_files_in_templates() {
+        let mut rules = IgnoreRules::empty();
+        rules.add_defaults();
+        assert_eq!(rules.len(), 1);
+        assert!(rules.ignored("templates/.dotfile", false));
+        assert!(!rules.ignored("templates/a.yaml", false));
+        assert!(!rules.ignored(".dotfile", false));
+        assert!(!rules.ignored("templates/sub/.dotfile", false));
+    }
+
+    /// The table of Helm's own `TestIgnore`, with the fixtures' kinds (directories:
+    /// `cargo`, `mast`).
+    #[test]
+    fn helm_ignore_table() {
+        let dirs = ["cargo", "cargo/", "mast/", "."];
+        let table: &[(&str, &str, bool)] = &[
+            ("helm.txt", "helm.txt", true),
+            ("helm.*", "helm.txt", true),
+            ("helm.*", "rudder.txt", false),
+            ("*.txt", "tiller.txt", true),
+            ("*.txt", "cargo/a.txt", true),
+            ("cargo/*.txt", "cargo/a.txt", true),
+            ("cargo/*.*", "cargo/a.txt", true),
+            ("cargo/*.txt", "mast/a.txt", false),
+            ("ru[c-e]?er.txt", "rudder.txt", true),
+            ("templates/.?*", "templates/.dotfile", true),
+            (".*", ".", false),
+            (".*", "./", false),
+            (".*", ".joonix", true),
+            (".*", "helm.txt", false),
+            (".*", "", false),
+            ("cargo/", "cargo", true),
+            ("cargo/", "cargo/", true),
+            ("cargo/", "mast/", false),
+            ("helm.txt/", "helm.txt", false),
+            ("!helm.txt", "helm.txt", false),
+            ("!helm.txt", "tiller.txt", true),
+            ("!*.txt", "cargo", true),
+            ("!cargo/", "mast/", true),
+            ("/a.txt", "a.txt", true),
+            ("/a.txt", "cargo/a.txt", false),
+            ("/cargo/a.txt", "cargo/a.txt", true),
+        ];
+        for (pattern, name, expect) in table {
+            let rules = IgnoreRules::parse_only(pattern).expect(pattern);
+            let is_dir = dirs.contains(name);
+            assert_eq!(rules.ignored(name, is_dir), *expect, "{name:?} against {pattern:?}");
+        }
+    }
+
+    #[test]
+    fn first_decision_wins_and_negations_fall_through() {
+        // A negation first: everything it does not match is ignored right away.
+        let rules = IgnoreRules::parse_only("!keep.txt\n*.txt\n").expect("valid");
+        assert!(rules.ignored("other.yaml", false));
+        assert!(rules.ignored("keep.txt", false), "falls through to *.txt");
+        // The usual order: the positive rule decides first.
+        let rules = IgnoreRules::parse_only("*.txt\n!keep.txt\n").expect("valid");
+        assert!(rules.ignored("keep.txt", false));
+        // Helm: a negation ignores every path it does not match.
+        assert!(rules.ignored("a.yaml", false));
+        // A negated directory rule ignores every file.
+        let rules = IgnoreRules::parse_only("!docs/\n").expect("valid");
+        assert!(rules.ignored("README.md", false));
+        assert!(!rules.ignored("docs", true));
+    }
+
+    #[test]
+    fn base_name_rules_match_at_any_depth_and_path_rules_do_not() {
+        let rules = IgnoreRules::parse_only(".git\n*.swp\nci/*.yaml\n").expect("valid");
+        assert!(rules.ignored(".git", true));
+        assert!(rules.ignored("charts/sub/.git", true));
+        assert!(rules.ignored("templates/x.yaml.swp", false));
+        assert!(rules.ignored("ci/values.yaml", false));
+        assert!(!rules.ignored("charts/sub/ci/values.yaml", false));
+        assert!(!rules.ignored("ci/deep/values.yaml", false));
+    }
+
+    #[test]
+    fn go_match_semantics() {
+        let table: &[(&str, &str, bool)] = &[
+            ("abc", "abc", true),
+            ("*", "abc", true),
+            ("*c", "abc", true),
+            ("a*", "a", true),
+            ("a*", "abc", true),
+            ("a*", "ab/c", false),
+            ("a*/b", "abc/b", true),
+            ("a*/b", "a/c/b", false),
+            ("a*b*c*d*e*/f", "axbxcxdxe/f", true),
+            ("a*b*c*d*e*/f", "axbxcxdxexxx/f", true),
+            ("a*b*c*d*e*/f", "axbxcxdxe/xxx/f", false),
+            ("a*b*c*d*e*/f", "axbxcxdxexxx/fff", false),
+            ("a*b?c*x", "abxbbxdbxebxczzx", true),
+            ("a*b?c*x", "abxbbxdbxebxczzy", false),
+            ("ab[c]", "abc", true),
+            ("ab[b-d]", "abc", true),
+            ("ab[e-g]", "abc", false),
+            ("ab[^c]", "abc", false),
+            ("ab[^b-d]", "abc", false),
+            ("ab[^e-g]", "abc", true),
+            ("a\\*b", "a*b", true),
+            ("a\\*b", "ab", false),
+            ("a?b", "a☺b", true),
+            ("a[^a]b", "a☺b", true),
+            ("a???b", "a☺b", false),
+            ("a[^a][^a][^a]b", "a☺b", false),
+            ("[a-ζ]*", "α", true),
+            ("*[a-ζ]", "A", false),
+            ("a?b", "a/b", false),
+            ("a*b", "a/b", false),
+            ("[\\]a]", "]", true),
+            ("[\\-]", "-", true),
+            ("[x\\-]", "x", true),
+            ("[x\\-]", "-", true),
+            ("[x\\-]", "z", false),
+            ("[\\-x]", "x", true),
+            ("[\\-x]", "-", true),
+            ("[\\-x]", "a", false),
+            ("*x", "xxx", true),
+        ];
+        for (pattern, name, expect) in table {
+            assert_eq!(go_match(pattern, name), Ok(*expect), "{pattern:?} on {name:?}");
+        }
+        let bad: &[(&str, &str)] = &[
+            ("[]a]", "]"),
+            ("[-]", "-"),
+            ("[x-]", "x"),
+            ("[x-]", "-"),
+            ("[x-]", "z"),
+            ("[-x]", "x"),
+            ("[-x]", "-"),
+            ("[-x]", "a"),
+            ("\\", "a"),
+            ("[a-b-c]", "a"),
+            ("[", "a"),
+            ("[^", "a"),
+            ("[^bc", "a"),
+            ("a[", "a"),
+            ("a[", "ab"),
+            ("a[", "x"),
+            ("a/b[", "x"),
+            ("*x[", "a"),
+            ("[a-b-c]", "z"),
+        ];
+        for (pattern, name) in bad {
+            assert_eq!(go_match(pattern, name), Err(BadPattern), "{pattern:?} on {name:?}");
+        }
+    }
+
+    /// What `helm template` printed for `.Files.Glob` over a chart with `a.txt`,
+    /// `cfg/{x.yaml,y.yml}` and `files/{b.txt,e.conf,sub/c.txt,sub/deep/d.txt}`.
+    #[test]
+    fn files_glob_as_helm_prints_it() {
+        let files = [
+            "a.txt",
+            "cfg/x.yaml",
+            "cfg/y.yml",
+            "files/b.txt",
+            "files/e.conf",
+            "files/sub/c.txt",
+            "files/sub/deep/d.txt",
+        ];
+        let table: &[(&str, &[&str])] = &[
+            ("**/*.txt", &["files/b.txt", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("*.txt", &["a.txt"]),
+            ("files/*", &["files/b.txt", "files/e.conf"]),
+            ("files/**", &["files/b.txt", "files/e.conf", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("files/**.txt", &["files/b.txt", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("**.txt", &["a.txt", "files/b.txt", "files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("cfg/*.{yaml,yml}", &["cfg/x.yaml", "cfg/y.yml"]),
+            ("files/[!b]*", &["files/e.conf"]),
+            ("files/[^b]*", &["files/b.txt"]),
+            ("files/?.txt", &["files/b.txt"]),
+            ("**", &files),
+            ("files/**/*.txt", &["files/sub/c.txt", "files/sub/deep/d.txt"]),
+            ("files/{b,e}.*", &["files/b.txt", "files/e.conf"]),
+            ("*", &["a.txt"]),
+            ("[a-c].txt", &["a.txt"]),
+            ("files/*/*.txt", &["files/sub/c.txt"]),
+            ("files/{sub/{c,x},b}.txt", &["files/b.txt", "files/sub/c.txt"]),
+            ("files/[", &[]),
+            ("files/{b", &[]),
+        ];
+        for (pattern, expect) in table {
+            let got: Vec<&str> = files.iter().copied().filter(|f| glob_match(pattern, f, true) == Ok(true)).collect();
+            assert_eq!(&got, expect, "{pattern:?}");
+        }
+    }
+
+    #[test]
+    fn parse_puts_the_default_rule_after_the_charts_rules() {
+        let rules = IgnoreRules::parse("!templates/.keep\n").expect("valid");
+        assert_eq!(rules.len(), 2);
+        // Every decision Helm's evaluation takes is "ignored", so the order never changes
+        // the outcome: a negation cannot rescue a dot file from the default rule.
+        assert!(rules.ignored("templates/.keep", false));
+        assert!(IgnoreRules::default().ignored("templates/.x", false));
+        assert!(!IgnoreRules::empty().ignored("templates/.x", false));
+        assert_eq!(glob_match("[z-", "x", false), Err("syntax error in pattern".into()));
     }
 }

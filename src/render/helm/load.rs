@@ -234,8 +234,7 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
         match name.as_str() {
             "Chart.yaml" => {
                 let text = String::from_utf8_lossy(&data);
-                let raw: serde_json::Value =
-                    serde_saphyr::from_str(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
+                let raw = super::yaml::read_chart_yaml(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
                 let meta: Metadata =
                     serde_json::from_value(raw.clone()).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
                 metadata = Some((meta, raw));

@@ -11,7 +11,9 @@
 pub mod ignore;
 pub mod load;
 pub mod objects;
+pub mod schema;
 pub mod values;
+pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -104,6 +106,7 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
     let mut chart = chart.clone();
     values::process_dependencies(&mut chart, &user).map_err(&bad)?;
     let coalesced = values::coalesce_values(&chart, &user).map_err(&bad)?;
+    schema::validate_chart(&chart, &coalesced).map_err(&bad)?;
     let kube_version = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
     let caps = objects::Capabilities::new(kube_version, &opts.api_versions).map_err(&bad)?;
     let release = Value::map(BTreeMap::from([
@@ -284,60 +287,24 @@ fn template_error(label: &str, e: &gotmpl::TemplateError) -> RenderError {
         _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
         _ => e.message.clone(),
     };
-    RenderError::Template { file, line, message }
+    RenderError::Template { file, line, message: shorten(&message, 2048) }
 }
 
-/// YAML for a map of strings as Helm's `toYaml` writes it (for
-/// `.Files.AsConfig`), until the function library's emitter is used.
-pub(crate) fn to_yaml(v: &Value) -> String {
-    let mut out = String::new();
-    if let Value::Map(m) = v {
-        for (k, val) in m.borrow().iter() {
-            let s = match val {
-                Value::String(s) => s.to_string(),
-                other => gotmpl::fmt::format_value(other),
-            };
-            out.push_str(&yaml_key(k));
-            if s.contains('\n') {
-                let chomp = if s.ends_with('\n') { "|" } else { "|-" };
-                out.push_str(": ");
-                out.push_str(chomp);
-                out.push('\n');
-                for line in s.trim_end_matches('\n').split('\n') {
-                    if !line.is_empty() {
-                        out.push_str("  ");
-                        out.push_str(line);
-                    }
-                    out.push('\n');
-                }
-            } else {
-                out.push_str(": ");
-                out.push_str(&yaml_scalar(&s));
-                out.push('\n');
-            }
-        }
+/// Keeps a message readable in a condition: Go nests the text of every
+/// including template, which a runaway recursion makes enormous.
+fn shorten(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_string();
     }
-    out.trim_end_matches('\n').to_string()
-}
-
-fn yaml_key(k: &str) -> String {
-    yaml_scalar(k)
-}
-
-fn yaml_scalar(s: &str) -> String {
-    let plain = !s.is_empty()
-        && !s.starts_with([
-            ' ', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`',
-        ])
-        && !s.ends_with(' ')
-        && !s.contains(": ")
-        && !s.contains(" #")
-        && !matches!(
-            s.to_ascii_lowercase().as_str(),
-            "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "null" | "~"
-        )
-        && s.parse::<f64>().is_err();
-    if plain { s.to_string() } else { serde_json::Value::String(s.to_string()).to_string() }
+    let mut head = max / 2;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - max / 2;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} [... {} bytes ...] {}", &message[..head], tail - head, &message[tail..])
 }
 
 #[cfg(test)]

@@ -11,44 +11,20 @@ type Map = serde_json::Map<String, Value>;
 /// The key whose table flows from a parent into every subchart.
 pub const GLOBAL_KEY: &str = "global";
 
-/// Parses a values document: an empty one is an empty map; anything but a
-/// map is an error.
+/// Parses a values file as Helm does (go-yaml v2 through sigs.k8s.io/yaml:
+/// `yes`/`on` are booleans, keys included; several documents coalesced, the
+/// later winning): an empty one is an empty map; anything but a map is an error.
 pub fn parse_values(text: &str) -> Result<Value, String> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
-    let mut docs = docs.into_iter().filter(|d| !d.is_null());
-    let first = docs.next();
-    if docs.next().is_some() {
-        return Err("values must be one YAML document".into());
-    }
-    match first {
-        None => Ok(Value::Object(Map::new())),
-        Some(v @ Value::Object(_)) => Ok(v),
-        Some(other) => Err(format!("values must be a mapping, not {}", kind(&other))),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
+    super::yaml::read_values(text).map(Value::Object)
 }
 
 /// Merges `src` into `dst`, `dst` winning (Helm's `coalesceTablesFullKey`).
-/// Unless `merge`, a null in `dst` deletes the key.
-pub fn coalesce_tables(dst: &mut Map, mut src: Map, merge: bool) {
-    for (key, val) in dst.iter() {
-        if val.is_null() {
-            src.insert(key.clone(), Value::Null);
-        }
-    }
+/// Unless `merge`, a null in `dst` deletes the key where `src` has a value
+/// for it; a null in `dst` for a key `src` lacks (or holds null) stays.
+pub fn coalesce_tables(dst: &mut Map, src: Map, merge: bool) {
     for (key, val) in src {
         match dst.get_mut(&key) {
-            Some(dv) if dv.is_null() && !merge => {
+            Some(dv) if dv.is_null() && !merge && !val.is_null() => {
                 dst.remove(&key);
             }
             None => {
@@ -61,6 +37,17 @@ pub fn coalesce_tables(dst: &mut Map, mut src: Map, merge: bool) {
                 // A table over a scalar, or a scalar over a table: the
                 // destination stays (Helm warns and skips).
             }
+        }
+    }
+}
+
+/// Helm's `cleanNilValues`: null entries of maps removed, at every depth of
+/// maps (lists are left alone).
+fn clean_nil_values(m: &mut Map) {
+    m.retain(|_, v| !v.is_null());
+    for v in m.values_mut() {
+        if let Value::Object(sub) = v {
+            clean_nil_values(sub);
         }
     }
 }
@@ -87,14 +74,27 @@ fn coalesce_chart_values(chart: &Chart, v: &mut Map, merge: bool) {
             }
             Some(Value::Object(dest)) => {
                 if let Value::Object(src) = val {
-                    // A subchart's section keeps its nulls for the subchart's own pass.
+                    // A subchart's section keeps its nulls for the subchart's own pass;
+                    // a chart's own defaults lose theirs (Helm's `childChartMergeTrue`).
                     let merge = merge || chart.dependencies.iter().any(|d| d.name() == key);
-                    coalesce_tables(dest, src.clone(), merge);
+                    let mut src = src.clone();
+                    if !merge {
+                        clean_nil_values(&mut src);
+                    }
+                    coalesce_tables(dest, src, merge);
                 }
             }
             Some(_) => {}
             None => {
-                v.insert(key.clone(), val.clone());
+                let mut val = val.clone();
+                if !merge {
+                    match &mut val {
+                        Value::Null => continue,
+                        Value::Object(sub) => clean_nil_values(sub),
+                        _ => {}
+                    }
+                }
+                v.insert(key.clone(), val);
             }
         }
     }
@@ -320,5 +320,40 @@ mod tests {
         assert_eq!(parse_values("").expect("empty"), json!({}));
         assert_eq!(parse_values("a: 1").expect("map"), json!({"a": 1}));
         assert!(parse_values("- 1").is_err());
+    }
+
+    /// What `helm template` prints for `.Values | toJson` (helmdiff's and helmchart's
+    /// reproducers in MISMATCHES.md).
+    #[test]
+    fn nulls_as_helm_coalesces_them() {
+        let chart = |values: Value| Chart {
+            label: "c".into(),
+            metadata: serde_json::from_value(json!({"name": "c"})).expect("metadata"),
+            raw_metadata: json!({"name": "c"}),
+            values,
+            schema: None,
+            templates: Vec::new(),
+            files: Vec::new(),
+            dependencies: Vec::new(),
+        };
+        let c = chart(json!({"top": null, "m": {"a": null, "deep": {"x": null, "y": 1}}, "l": [1, null, {"a": null}]}));
+        let out = coalesce_values(&c, &Map::new()).expect("coalesces");
+        assert_eq!(Value::Object(out), json!({"l": [1, null, {"a": null}], "m": {"deep": {"y": 1}}}));
+        let user = map(json!({"m": {"b": null, "deep": {"z": null}}, "u": null}));
+        let out = coalesce_values(&c, &user).expect("coalesces");
+        assert_eq!(
+            Value::Object(out),
+            json!({"l": [1, null, {"a": null}], "m": {"b": null, "deep": {"y": 1, "z": null}}, "u": null})
+        );
+        // A parent's null for a subchart key does not delete the subchart's default.
+        let mut parent = chart(json!({"sub": {"keep": null, "n": 1}}));
+        let mut sub = chart(json!({"keep": "here"}));
+        sub.metadata.name = "sub".into();
+        parent.dependencies.push(sub);
+        let out = coalesce_values(&parent, &Map::new()).expect("coalesces");
+        assert_eq!(out.get("sub"), Some(&json!({"keep": "here", "n": 1, "global": {}})));
+        // The user's null does.
+        let out = coalesce_values(&parent, &map(json!({"sub": {"keep": null}}))).expect("coalesces");
+        assert_eq!(out.get("sub"), Some(&json!({"n": 1, "global": {}})));
     }
 }

@@ -1,0 +1,38 @@
+//! Sprig's reflection functions (reflect.go).
+
+use super::{deep_equal, reg, s};
+use crate::render::gotmpl::func::{FuncMap, Param};
+
+use Param::{Any, String as Str};
+
+pub(super) fn register(m: &mut FuncMap) {
+    reg(m, "typeOf", &[Any], |_, a| Ok(a[0].type_name().into()));
+    reg(m, "typeIs", &[Str, Any], |_, a| Ok((s(&a[0]) == a[1].type_name()).into()));
+    reg(m, "typeIsLike", &[Str, Any], |_, a| {
+        let t = a[1].type_name();
+        let target = s(&a[0]);
+        Ok((t == target || t == format!("*{target}")).into())
+    });
+    reg(m, "kindOf", &[Any], |_, a| Ok(a[0].kind_name().into()));
+    reg(m, "kindIs", &[Str, Any], |_, a| Ok((s(&a[0]) == a[1].kind_name()).into()));
+    reg(m, "deepEqual", &[Any, Any], |_, a| Ok(deep_equal(&a[0], &a[1]).into()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testhost::*;
+    use crate::render::gotmpl::value::Value;
+
+    #[test]
+    fn reflection_as_go() {
+        assert_eq!(callv("typeOf", &[Value::Float(1.0)]), "float64");
+        assert_eq!(callv("typeOf", &[Value::Nil]), "<nil>");
+        assert_eq!(callv("kindOf", &[dict(&[])]), "map");
+        assert_eq!(callv("kindIs", &[st("invalid"), Value::Nil]), "true");
+        assert_eq!(callv("kindIs", &[st("slice"), li(vec![])]), "true");
+        assert_eq!(callv("typeIs", &[st("int64"), Value::Int64(1)]), "true");
+        assert_eq!(callv("typeIsLike", &[st("string"), st("x")]), "true");
+        assert_eq!(callv("deepEqual", &[li(vec![Value::Int(1)]), li(vec![Value::Int(1)])]), "true");
+        assert_eq!(callv("deepEqual", &[Value::Int(1), Value::Int64(1)]), "false");
+    }
+}
