@@ -68,6 +68,20 @@ impl Builtin {
 
     /// Calls a builtin other than and/or with evaluated arguments.
     pub fn call(self, args: &[Value]) -> Result<Value, String> {
+        // len, index and slice see a Go map or slice type with methods
+        // (Helm's Files, VersionSet) as its elements.
+        if matches!(self, Builtin::Len | Builtin::Index | Builtin::Slice)
+            && let Some(Value::Object(o)) = args.first()
+            && let Some(e) = o.elements()
+        {
+            let mut args = args.to_vec();
+            args[0] = e;
+            return self.call_plain(&args);
+        }
+        self.call_plain(args)
+    }
+
+    fn call_plain(self, args: &[Value]) -> Result<Value, String> {
         match self {
             Builtin::And | Builtin::Or => unreachable_and_or(self, args),
             Builtin::Not => Ok(Value::Bool(!args[0].is_true())),
@@ -112,6 +126,12 @@ fn unreachable_and_or(b: Builtin, args: &[Value]) -> Result<Value, String> {
 fn eval_args(args: &[Value]) -> String {
     if let [Value::String(s)] = args {
         return s.to_string();
+    }
+    // Go's printableValue: a nil argument is the string "<no value>".
+    if args.iter().any(Value::is_nil) {
+        let args: Vec<Value> =
+            args.iter().map(|a| if a.is_nil() { Value::str("<no value>") } else { a.clone() }).collect();
+        return sprint(&args);
     }
     sprint(args)
 }
@@ -383,10 +403,10 @@ pub fn js_escape(s: &str) -> String {
             }
             c if (c as u32) < 0x80 => out.push(c),
             c => {
-                if c.is_control() {
-                    let _ = write!(out, "\\u{:04X}", c as u32);
-                } else {
+                if super::fmt::is_print(c) {
                     out.push(c);
+                } else {
+                    let _ = write!(out, "\\u{:04X}", c as u32);
                 }
             }
         }

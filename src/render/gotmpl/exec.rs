@@ -146,10 +146,10 @@ pub fn execute(
         depth: 0,
         rng: None,
         dot_kind: NilKind::Invalid,
-        inner: Default::default(),
         fail_detail: None,
         dollar: Arc::from("$"),
         includes: Default::default(),
+        inner: Default::default(),
     };
     ex.run_named(name, data)
 }
@@ -178,8 +178,6 @@ struct Exec<'a> {
     rng: Option<rand::rngs::StdRng>,
     /// The static type of dot (a range element is `interface {}`).
     dot_kind: NilKind,
-    /// The innermost failure of an `include`/`tpl` on its way out.
-    inner: std::cell::Cell<Option<Box<Origin>>>,
     /// The author's message of a `fail` inside `include`/`tpl`, carried out
     /// to the outermost error's `detail`.
     fail_detail: Option<String>,
@@ -187,6 +185,8 @@ struct Exec<'a> {
     dollar: Arc<str>,
     /// Nesting count per name of `include` (Helm stops at 1000).
     includes: std::collections::HashMap<String, usize>,
+    /// The innermost failure of an `include`/`tpl` on its way out.
+    inner: std::cell::Cell<Option<Box<Origin>>>,
 }
 
 /// The template being executed.
@@ -428,15 +428,19 @@ impl Exec<'_> {
         out: &mut String,
     ) -> Result<(), Stop> {
         let val = self.eval_pipeline(cx, vars, dot, &c.pipe)?;
-        // A slice or map type with methods (Helm's APIVersions) ranges as its elements.
-        let val = match &val {
-            Value::Object(o) => o.elements().unwrap_or(val),
-            _ => val,
+        // A Go map or slice type with methods (Helm's Files, VersionSet)
+        // ranges over its elements, which are typed, not interfaces.
+        let (val, typed_elems) = match &val {
+            Value::Object(o) => match o.elements() {
+                Some(e) => (e, true),
+                None => (val, false),
+            },
+            _ => (val, false),
         };
         let ndecl = c.pipe.decl.len();
         let mut ran = false;
         let elem_kind_of = match &val {
-            Value::List(_) | Value::Map(_) => NilKind::Interface,
+            Value::List(_) | Value::Map(_) if !typed_elems => NilKind::Interface,
             _ => NilKind::Invalid,
         };
         // One iteration: set the loop variables and walk the body.
@@ -758,9 +762,18 @@ impl Exec<'_> {
                 match o.call(name, &[]) {
                     Some(Ok(v)) => Ok((v, NilKind::Interface)),
                     Some(Err(e)) => Err(self.func_error(cx, pos, node, name, e)),
-                    None => {
-                        Err(self.err(cx, pos, node, format!("can't evaluate field {name} in type {}", o.type_name())))
-                    }
+                    None => match o.elements() {
+                        // A map type with methods: a key of the map.
+                        Some(Value::Map(m)) => {
+                            Ok((m.borrow().get(name).cloned().unwrap_or_default(), NilKind::Invalid))
+                        }
+                        _ => Err(self.err(
+                            cx,
+                            pos,
+                            node,
+                            format!("can't evaluate field {name} in type {}", o.type_name()),
+                        )),
+                    },
                 }
             }
             other => {

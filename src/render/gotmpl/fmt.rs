@@ -284,8 +284,9 @@ impl Printer<'_> {
         } else {
             self.out.push_str(&v.type_name());
             self.out.push('=');
+            // Go prints the value with %v under the same flags.
             let saved = self.flags;
-            self.flags = Flags::default();
+            self.flags.plus = false;
             self.print_value(v, 'v', 0);
             self.flags = saved;
         }
@@ -575,6 +576,7 @@ impl Printer<'_> {
     fn fmt_float(&mut self, v: &Value, f: f64, verb: char) {
         let (verb, prec) = match verb {
             'v' => ('g', None),
+            'x' | 'X' => (verb, self.flags.prec),
             'g' | 'G' => (verb, self.flags.prec),
             'e' | 'E' | 'f' | 'F' => (verb, Some(self.flags.prec.unwrap_or(6))),
             _ => {
@@ -662,6 +664,7 @@ pub(crate) fn format_float(f: f64, verb: char, prec: Option<usize>) -> String {
         out.push('-');
     }
     match verb {
+        'x' | 'X' => out.push_str(&hex_float(f.abs(), prec, verb == 'X')),
         'f' | 'F' => {
             let p = prec.unwrap_or(6);
             let _ = write!(out, "{:.*}", p, f.abs());
@@ -713,6 +716,70 @@ pub(crate) fn format_float(f: f64, verb: char, prec: Option<usize>) -> String {
         }
     }
     out
+}
+
+/// strconv's `%x` of a non-negative float: `0x1.f4p+09` (shortest, or
+/// `prec` hex digits rounded half to even).
+fn hex_float(a: f64, prec: Option<usize>, upper: bool) -> String {
+    const ONE: u64 = 1 << 60;
+    let (mut mant, mut exp) = if a == 0.0 {
+        (0u64, 0i32)
+    } else {
+        let bits = a.to_bits();
+        let e = ((bits >> 52) & 0x7ff) as i32;
+        let m = bits & ((1u64 << 52) - 1);
+        let (mut mant, mut exp) = if e == 0 { (m, -1074) } else { (m | (1u64 << 52), e - 1075) };
+        while mant < ONE {
+            mant <<= 1;
+            exp -= 1;
+        }
+        (mant, exp + 60)
+    };
+    let mut digits = String::new();
+    match prec {
+        Some(p) if p < 15 => {
+            let shift = 60 - 4 * p as u32;
+            let extra = mant & ((1u64 << shift) - 1);
+            let half = 1u64 << (shift - 1);
+            let mut m = mant >> shift;
+            if extra > half || (extra == half && m & 1 == 1) {
+                m += 1;
+            }
+            if m >> (4 * p) >= 2 {
+                m >>= 1;
+                exp += 1;
+            }
+            mant = m << shift;
+            let frac = mant & (ONE - 1);
+            for i in 0..p {
+                let d = (frac >> (56 - 4 * i as u32)) & 0xf;
+                digits.push(char::from_digit(d as u32, 16).unwrap_or('0'));
+            }
+        }
+        _ => {
+            let frac = mant & (ONE - 1);
+            for i in 0..15 {
+                let d = (frac >> (56 - 4 * i as u32)) & 0xf;
+                digits.push(char::from_digit(d as u32, 16).unwrap_or('0'));
+            }
+            match prec {
+                None => {
+                    while digits.ends_with('0') {
+                        digits.pop();
+                    }
+                }
+                Some(p) => digits.extend(std::iter::repeat_n('0', p - 15)),
+            }
+        }
+    }
+    let lead = if mant >= ONE { '1' } else { '0' };
+    let mut out = format!("0x{lead}");
+    if !digits.is_empty() {
+        out.push('.');
+        out.push_str(&digits);
+    }
+    let _ = write!(out, "p{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    if upper { out.to_uppercase() } else { out }
 }
 
 /// Rust's `1.5e6` → Go's `1.5e+06`.
@@ -781,7 +848,7 @@ fn push_escaped(out: &mut String, c: char, q: char, ascii: bool) {
 
 /// Go's strconv.IsPrint, approximated: not a control or format character, not a
 /// line/paragraph separator and not a non-ASCII space other than U+0020.
-fn is_print(c: char) -> bool {
+pub(crate) fn is_print(c: char) -> bool {
     if (c as u32) < 0x80 {
         return (' '..='~').contains(&c);
     }

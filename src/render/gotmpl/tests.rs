@@ -570,6 +570,11 @@ fn print_functions() {
         ("{{js \"it's <b> = \\\"x\\\"\\n\"}}", "it\\'s \\u003Cb\\u003E \\u003D \\\"x\\\"\\u000A"),
         ("{{urlquery \"a b&c=d/é\"}}", "a+b%26c%3Dd%2F%C3%A9"),
         ("{{html 1 2}}", "1 2"),
+        (
+            "{{urlquery nil}}|{{.missing | html}}|{{js nil 1}}|{{html \"a\" nil}}",
+            "%3Cno+value%3E|&lt;no value&gt;|\\u003Cno value\\u003E1|a&lt;no value&gt;",
+        ),
+        ("{{js \"\u{2028}\u{e9}\t\"}}", "\\u2028é\\u0009"),
     ]);
     err(&[
         (
@@ -698,6 +703,27 @@ impl Object for Files {
     }
 }
 
+/// A Go map type with methods (as Helm's `files.Files`).
+struct FileMap;
+
+impl Object for FileMap {
+    fn type_name(&self) -> &str {
+        "files.Files"
+    }
+    fn field(&self, _name: &str) -> Option<Value> {
+        None
+    }
+    fn go_string(&self) -> String {
+        "map[a.txt:[120] b.txt:[]]".into()
+    }
+    fn elements(&self) -> Option<Value> {
+        let mut m = BTreeMap::new();
+        m.insert("b.txt".to_string(), Value::Bytes(Rc::from(&b""[..])));
+        m.insert("a.txt".to_string(), Value::Bytes(Rc::from(&b"x"[..])));
+        Some(Value::map(m))
+    }
+}
+
 struct Release;
 
 impl Object for Release {
@@ -740,6 +766,17 @@ fn objects_fields_and_methods() {
         "template: t:1:10: executing \"t\" at <.Release.Name>: Name has arguments but cannot be invoked as function"
     );
     assert_eq!(r("{{if .Release}}y{{end}}").unwrap(), "y");
+    // A map type with methods ranges, indexes and has a length like its map.
+    let mut m = BTreeMap::new();
+    m.insert("Files".to_string(), Value::Object(Rc::new(FileMap)));
+    let d = Value::map(m);
+    let r = |t: &str| run_opts(t, &d, &ExecOptions::default());
+    assert_eq!(
+        r("{{range $p, $b := .Files}}{{$p}}={{printf \"%s\" $b}};{{end}} {{len .Files}} {{index .Files \"a.txt\"}}")
+            .unwrap(),
+        "a.txt=x;b.txt=; 2 [120]"
+    );
+    assert_eq!(r("{{if .Files}}y{{end}}{{with .Files}}w{{end}}").unwrap(), "yw");
 }
 
 #[test]

@@ -101,7 +101,8 @@ impl Value {
             Value::Bytes(b) => !b.is_empty(),
             Value::List(l) => !l.is_empty(),
             Value::Map(m) => !m.borrow().is_empty(),
-            Value::Object(_) => true,
+            // A map or slice type with methods is true when it has elements.
+            Value::Object(o) => o.elements().is_none_or(|e| e.is_true()),
         }
     }
 
