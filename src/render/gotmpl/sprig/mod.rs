@@ -7,6 +7,8 @@
 
 mod certs;
 mod crypto;
+#[cfg(test)]
+mod difftest;
 mod dates;
 mod dicts;
 mod encoding;

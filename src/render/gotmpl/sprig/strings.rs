@@ -226,12 +226,22 @@ fn is_separator(c: char) -> bool {
     c.is_whitespace()
 }
 
+/// goutils.Uncapitalize: the first letter of each whitespace-separated word in lower case.
 fn untitle(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => String::new(),
+    let mut next = true;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_whitespace() {
+            next = true;
+            out.push(c);
+        } else if next {
+            out.extend(c.to_lowercase());
+            next = false;
+        } else {
+            out.push(c);
+        }
     }
+    out
 }
 
 fn initials(s: &str) -> String {
@@ -373,7 +383,7 @@ mod tests {
         assert_eq!(callv("abbrev", &[Value::Int(5), st("hello world")]), "he...");
         assert_eq!(callv("abbrevboth", &[Value::Int(5), Value::Int(10), st("1234 5678 9123")]), "...5678...");
         assert_eq!(callv("title", &[st("hello wORLD-foo_bar")]), "Hello WORLD-Foo_bar");
-        assert_eq!(callv("untitle", &[st("Hello World")]), "hello World");
+        assert_eq!(callv("untitle", &[st("Hello World")]), "hello world");
         assert_eq!(callv("substr", &[Value::Int(1), Value::Int(3), st("hello")]), "el");
         assert_eq!(callv("substr", &[Value::Int(2), Value::Int(-1), st("hello")]), "llo");
         assert_eq!(callv("quote", &[st("a\"b"), Value::Nil, Value::Float(1.5)]), "\"a\\\"b\" \"1.5\"");
