@@ -204,12 +204,20 @@ fn is_blank(c: char) -> bool {
 
 fn is_printable(c: char) -> bool {
     let u = c as u32;
-    u == 0x0A || (0x20..=0x7E).contains(&u) || (0xA0..=0xD7FF).contains(&u) || ((0xE000..=0xFFFD).contains(&u) && u != 0xFEFF)
+    u == 0x0A
+        || (0x20..=0x7E).contains(&u)
+        || (0xA0..=0xD7FF).contains(&u)
+        || ((0xE000..=0xFFFD).contains(&u) && u != 0xFEFF)
 }
 
 fn analyze(value: &str) -> Analysis {
     if value.is_empty() {
-        return Analysis { multiline: false, block_plain_allowed: true, single_quoted_allowed: true, block_allowed: false };
+        return Analysis {
+            multiline: false,
+            block_plain_allowed: true,
+            single_quoted_allowed: true,
+            block_allowed: false,
+        };
     }
     let chars: Vec<char> = value.chars().collect();
     let (mut block_ind, mut line_breaks, mut special) = (false, false, false);
@@ -224,7 +232,9 @@ fn analyze(value: &str) -> Analysis {
         let followed_by_ws = i + 1 >= chars.len() || is_blank(chars[i + 1]) || is_break(chars[i + 1]);
         if i == 0 {
             match c {
-                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`' => block_ind = true,
+                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`' => {
+                    block_ind = true
+                }
                 '?' | ':' if followed_by_ws => block_ind = true,
                 '-' if followed_by_ws => block_ind = true,
                 _ => {}
@@ -271,7 +281,12 @@ fn analyze(value: &str) -> Analysis {
         }
         preceded_by_ws = is_blank(c) || is_break(c);
     }
-    let mut a = Analysis { multiline: line_breaks, block_plain_allowed: true, single_quoted_allowed: true, block_allowed: true };
+    let mut a = Analysis {
+        multiline: line_breaks,
+        block_plain_allowed: true,
+        single_quoted_allowed: true,
+        block_allowed: true,
+    };
     if leading_space || leading_break || trailing_space || trailing_break {
         a.block_plain_allowed = false;
     }
@@ -295,7 +310,15 @@ fn analyze(value: &str) -> Analysis {
 
 impl Emitter {
     fn new() -> Self {
-        Self { out: String::new(), column: 0, indent: -1, whitespace: true, indention: true, open_ended: false, indent_sequences: false }
+        Self {
+            out: String::new(),
+            column: 0,
+            indent: -1,
+            whitespace: true,
+            indention: true,
+            open_ended: false,
+            indent_sequences: false,
+        }
     }
 
     fn put(&mut self, c: char) {
@@ -613,8 +636,9 @@ impl Emitter {
 
 static BASE60: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$").expect("static regex"));
-static YAML_FLOAT: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$").expect("static regex"));
+static YAML_FLOAT: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$").expect("static regex")
+});
 static TIMESTAMP: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(
         r"^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:(?:[Tt]|[ ])([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$",
@@ -683,7 +707,9 @@ fn resolve_plain(s: &str) -> Plain {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Plain::Null,
         "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => return Plain::Bool(true),
-        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => return Plain::Bool(false),
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Plain::Bool(false);
+        }
         ".nan" | ".NaN" | ".NAN" => return Plain::Float(f64::NAN),
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Plain::Float(f64::INFINITY),
         "-.inf" | "-.Inf" | "-.INF" => return Plain::Float(f64::NEG_INFINITY),
@@ -763,7 +789,9 @@ fn go_parse_float(s: &str) -> Option<f64> {
     if lower == "nan" {
         return Some(f64::NAN);
     }
-    if body.is_empty() || !body.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-' | b'_')) {
+    if body.is_empty()
+        || !body.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-' | b'_'))
+    {
         return None;
     }
     let cleaned = if body.contains('_') {
@@ -849,7 +877,11 @@ fn to_json_value(n: &YNode) -> Result<Value, String> {
                     YNode::Float(f) => float32_key(*f),
                     YNode::Bool(b) => b.to_string(),
                     other => {
-                        return Err(format!("unsupported map key of type: {}, key: {}", ynode_type(other), ynode_text(other)));
+                        return Err(format!(
+                            "unsupported map key of type: {}, key: {}",
+                            ynode_type(other),
+                            ynode_text(other)
+                        ));
                     }
                 };
                 m.insert(key, to_json_value(v)?);
@@ -1103,7 +1135,16 @@ mod tests {
             ("name", Value::str("x")),
             ("list", Value::list(vec![Value::str("a"), m(&[("k", Value::Float(1.0)), ("b", Value::Bool(true))])])),
             ("nested", m(&[("empty", Value::list(vec![])), ("map", m(&[]))])),
-            ("quoted", Value::list(vec![Value::str("true"), Value::str("1.0"), Value::str(""), Value::str("yes"), Value::str("2024-01-02")])),
+            (
+                "quoted",
+                Value::list(vec![
+                    Value::str("true"),
+                    Value::str("1.0"),
+                    Value::str(""),
+                    Value::str("yes"),
+                    Value::str("2024-01-02"),
+                ]),
+            ),
             ("multi", Value::str("line1\nline2\n")),
             ("nil", Value::Nil),
             ("float", Value::Float(1.5)),
@@ -1170,7 +1211,9 @@ tab: \"a\\tb\"
             json,
             "map[1:x a:true b:true base:map[x:1] c:1 d:511 e:1000 f:2024-01-02 g:1 h:<nil> i:1.5 m:map[true:2 x:1] true:true]"
         );
-        assert!(matches!(yaml_to_value("c: 1").expect("p"), Value::Map(m) if matches!(m.borrow().get("c"), Some(Value::Float(_)))));
+        assert!(
+            matches!(yaml_to_value("c: 1").expect("p"), Value::Map(m) if matches!(m.borrow().get("c"), Some(Value::Float(_))))
+        );
         assert!(yaml_to_value("a: [").is_err());
         assert!(matches!(yaml_to_value(""), Ok(Value::Nil)));
         assert!(yaml_to_value("a: .inf").is_err());

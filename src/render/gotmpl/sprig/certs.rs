@@ -10,8 +10,8 @@ use std::rc::Rc;
 
 use base64::Engine as _;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-    SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType, SerialNumber,
 };
 use rsa::pkcs1::{DecodeRsaPrivateKey, EncodeRsaPrivateKey};
 use rsa::pkcs8::EncodePrivateKey;
@@ -88,14 +88,16 @@ struct Key {
 }
 
 fn rsa_key(h: &mut dyn Host, bits: usize) -> Result<Key, FuncError> {
-    let key = rsa::RsaPrivateKey::new(&mut RngAdapter(h.rng()), bits).map_err(|e| err(format!("error generating rsa key: {e}")))?;
+    let key = rsa::RsaPrivateKey::new(&mut RngAdapter(h.rng()), bits)
+        .map_err(|e| err(format!("error generating rsa key: {e}")))?;
     rsa_key_from(&key)
 }
 
 fn rsa_key_from(key: &rsa::RsaPrivateKey) -> Result<Key, FuncError> {
     let pem = key.to_pkcs1_pem(rsa::pkcs8::LineEnding::LF).map_err(|e| err(e.to_string()))?.to_string();
     let der = key.to_pkcs8_der().map_err(|e| err(e.to_string()))?;
-    let pair = KeyPair::from_pkcs8_der_and_sign_algo(&der.as_bytes().into(), &rcgen::PKCS_RSA_SHA256).map_err(|e| err(e.to_string()))?;
+    let pair = KeyPair::from_pkcs8_der_and_sign_algo(&der.as_bytes().into(), &rcgen::PKCS_RSA_SHA256)
+        .map_err(|e| err(e.to_string()))?;
     Ok(Key { pem, pair })
 }
 
@@ -150,7 +152,12 @@ fn parse_key(text: &str) -> Result<Key, FuncError> {
     match tag.as_str() {
         "PRIVATE KEY" => {
             let der = block.contents();
-            for alg in [&rcgen::PKCS_RSA_SHA256, &rcgen::PKCS_ECDSA_P256_SHA256, &rcgen::PKCS_ECDSA_P384_SHA384, &rcgen::PKCS_ED25519] {
+            for alg in [
+                &rcgen::PKCS_RSA_SHA256,
+                &rcgen::PKCS_ECDSA_P256_SHA256,
+                &rcgen::PKCS_ECDSA_P384_SHA384,
+                &rcgen::PKCS_ED25519,
+            ] {
                 if let Ok(pair) = KeyPair::from_pkcs8_der_and_sign_algo(&der.into(), alg) {
                     return Ok(Key { pem: text.to_string(), pair });
                 }
@@ -208,7 +215,13 @@ fn strings_of(v: &Value, what: &str) -> Result<Vec<String>, FuncError> {
 }
 
 /// Go's `getBaseCertTemplate`.
-fn base_params(h: &mut dyn Host, cn: &str, ips: &Value, dns: &Value, days: i64) -> Result<CertificateParams, FuncError> {
+fn base_params(
+    h: &mut dyn Host,
+    cn: &str,
+    ips: &Value,
+    dns: &Value,
+    days: i64,
+) -> Result<CertificateParams, FuncError> {
     let mut sans = Vec::new();
     for ip in strings_of(ips, "parsing ip")? {
         let addr: std::net::IpAddr = ip.parse().map_err(|_| err(format!("error parsing ip: {ip}")))?;
@@ -238,7 +251,8 @@ fn base_params(h: &mut dyn Host, cn: &str, ips: &Value, dns: &Value, days: i64) 
 
 fn gen_ca(h: &mut dyn Host, cn: &str, days: i64, key: Key) -> Result<Value, FuncError> {
     let mut params = base_params(h, cn, &Value::Nil, &Value::Nil, days)?;
-    params.key_usages = vec![KeyUsagePurpose::KeyEncipherment, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyCertSign];
+    params.key_usages =
+        vec![KeyUsagePurpose::KeyEncipherment, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyCertSign];
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let cert = params.self_signed(&key.pair).map_err(|e| err(format!("error creating certificate: {e}")))?;
     Ok(cert_value(Certificate { cert: cert.pem(), key: key.pem }))
@@ -345,7 +359,13 @@ mod tests {
         assert!(field(&ca, "Key").starts_with("-----BEGIN RSA PRIVATE KEY-----\n"));
         let cert = call(
             "genSignedCert",
-            &[st("svc.ns"), li(vec![st("10.0.0.1")]), li(vec![st("svc"), st("svc.ns.svc")]), Value::Int(30), ca.clone()],
+            &[
+                st("svc.ns"),
+                li(vec![st("10.0.0.1")]),
+                li(vec![st("svc"), st("svc.ns.svc")]),
+                Value::Int(30),
+                ca.clone(),
+            ],
         )
         .expect("genSignedCert");
         let pem_text = field(&cert, "Cert");
@@ -361,7 +381,9 @@ mod tests {
         let custom = call("buildCustomCert", &[b64(field(&ca, "Cert")), b64(field(&ca, "Key"))]).expect("custom");
         assert_eq!(field(&custom, "Cert"), field(&ca, "Cert"));
         call("genSignedCert", &[st("y"), Value::Nil, Value::Nil, Value::Int(1), custom]).expect("signed by custom");
-        assert!(callv("buildCustomCert", &[st("bm9wZQ=="), st("bm9wZQ==")]).starts_with("ERR unable to decode certificate"));
+        assert!(
+            callv("buildCustomCert", &[st("bm9wZQ=="), st("bm9wZQ==")]).starts_with("ERR unable to decode certificate")
+        );
     }
 
     #[test]

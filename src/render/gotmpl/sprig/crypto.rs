@@ -83,9 +83,27 @@ const TEMPLATES: &[(&str, &[&str])] = &[
     (
         "long",
         &[
-            "CvcvnoCvcvCvcv", "CvcvCvcvnoCvcv", "CvcvCvcvCvcvno", "CvccnoCvcvCvcv", "CvccCvcvnoCvcv", "CvccCvcvCvcvno", "CvcvnoCvccCvcv",
-            "CvcvCvccnoCvcv", "CvcvCvccCvcvno", "CvcvnoCvcvCvcc", "CvcvCvcvnoCvcc", "CvcvCvcvCvccno", "CvccnoCvccCvcv", "CvccCvccnoCvcv",
-            "CvccCvccCvcvno", "CvcvnoCvccCvcc", "CvcvCvccnoCvcc", "CvcvCvccCvccno", "CvccnoCvcvCvcc", "CvccCvcvnoCvcc", "CvccCvcvCvccno",
+            "CvcvnoCvcvCvcv",
+            "CvcvCvcvnoCvcv",
+            "CvcvCvcvCvcvno",
+            "CvccnoCvcvCvcv",
+            "CvccCvcvnoCvcv",
+            "CvccCvcvCvcvno",
+            "CvcvnoCvccCvcv",
+            "CvcvCvccnoCvcv",
+            "CvcvCvccCvcvno",
+            "CvcvnoCvcvCvcc",
+            "CvcvCvcvnoCvcc",
+            "CvcvCvcvCvccno",
+            "CvccnoCvccCvcv",
+            "CvccCvccnoCvcv",
+            "CvccCvccCvcvno",
+            "CvcvnoCvccCvcc",
+            "CvcvCvccnoCvcc",
+            "CvcvCvccCvccno",
+            "CvccnoCvcvCvcc",
+            "CvccCvcvnoCvcc",
+            "CvccCvcvCvccno",
         ],
     ),
     ("medium", &["CvcnoCvc", "CvcCvcno"]),
@@ -184,7 +202,10 @@ fn decrypt_aes(password: &str, crypt64: &str) -> Result<String, FuncError> {
     let data = super::encoding::b64_decode(crypt64).map_err(FuncError::msg)?;
     let cipher = aes_key(password)?;
     if data.len() < 16 {
-        return Err(FuncError::msg(format!("runtime error: slice bounds out of range [:16] with capacity {}", data.len())));
+        return Err(FuncError::msg(format!(
+            "runtime error: slice bounds out of range [:16] with capacity {}",
+            data.len()
+        )));
     }
     let (iv, body) = data.split_at(16);
     if body.len() % 16 != 0 {
@@ -205,7 +226,10 @@ fn decrypt_aes(password: &str, crypt64: &str) -> Result<String, FuncError> {
     }
     let pad = out.last().copied().map(usize::from).unwrap_or(0);
     if pad > out.len() {
-        return Err(FuncError::msg(format!("runtime error: slice bounds out of range [:{}]", out.len() as i64 - pad as i64)));
+        return Err(FuncError::msg(format!(
+            "runtime error: slice bounds out of range [:{}]",
+            out.len() as i64 - pad as i64
+        )));
     }
     out.truncate(out.len() - pad);
     Ok(String::from_utf8_lossy(&out).into_owned())

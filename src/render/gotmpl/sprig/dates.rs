@@ -94,7 +94,9 @@ fn parse_offset(s: &str) -> TimeZone {
 /// (Go `int`/`int64`); anything else means "now".
 fn time_arg(h: &dyn Host, v: &Value, local: &TimeZone) -> Zoned {
     match v {
-        Value::Int(i) | Value::Int64(i) => Timestamp::from_second(*i).map(|t| t.to_zoned(local.clone())).unwrap_or_else(|_| h.now()),
+        Value::Int(i) | Value::Int64(i) => {
+            Timestamp::from_second(*i).map(|t| t.to_zoned(local.clone())).unwrap_or_else(|_| h.now())
+        }
         other => as_time(other).unwrap_or_else(|| h.now()),
     }
 }
@@ -140,7 +142,9 @@ pub(super) fn register(m: &mut FuncMap) {
     reg(m, "ago", &[Any], |h, a| {
         let now = h.now();
         let t = match &a[0] {
-            Value::Int(i) | Value::Int64(i) => Timestamp::from_second(*i).map(|t| t.to_zoned(TimeZone::UTC)).unwrap_or(now.clone()),
+            Value::Int(i) | Value::Int64(i) => {
+                Timestamp::from_second(*i).map(|t| t.to_zoned(TimeZone::UTC)).unwrap_or(now.clone())
+            }
             other => as_time(other).unwrap_or(now.clone()),
         };
         let d = now.timestamp().duration_since(t.timestamp());
@@ -181,7 +185,10 @@ fn need_time(v: &Value) -> Result<Zoned, FuncError> {
 }
 
 fn zero_time() -> Zoned {
-    jiff::civil::date(1, 1, 1).at(0, 0, 0, 0).to_zoned(TimeZone::UTC).unwrap_or_else(|_| Timestamp::UNIX_EPOCH.to_zoned(TimeZone::UTC))
+    jiff::civil::date(1, 1, 1)
+        .at(0, 0, 0, 0)
+        .to_zoned(TimeZone::UTC)
+        .unwrap_or_else(|_| Timestamp::UNIX_EPOCH.to_zoned(TimeZone::UTC))
 }
 
 fn round_duration(d: SignedDuration, m: i128) -> SignedDuration {
@@ -201,7 +208,8 @@ fn round_duration(d: SignedDuration, m: i128) -> SignedDuration {
 fn duration_round(d: SignedDuration) -> String {
     let u = d.as_nanos().unsigned_abs();
     const SEC: u128 = 1_000_000_000;
-    let (year, month, day, hour, minute) = (SEC * 3600 * 24 * 365, SEC * 3600 * 24 * 30, SEC * 3600 * 24, SEC * 3600, SEC * 60);
+    let (year, month, day, hour, minute) =
+        (SEC * 3600 * 24 * 365, SEC * 3600 * 24 * 30, SEC * 3600 * 24, SEC * 3600, SEC * 60);
     if u > year {
         format!("{}y", u / year)
     } else if u > month {
@@ -301,7 +309,13 @@ pub fn parse_duration(s: &str) -> Result<SignedDuration, String> {
             "m" => 60e9,
             "h" => 3600e9,
             "" => return Err(format!("time: missing unit in duration {}", super::gofmt::quote(orig))),
-            u => return Err(format!("time: unknown unit {} in duration {}", super::gofmt::quote(u), super::gofmt::quote(orig))),
+            u => {
+                return Err(format!(
+                    "time: unknown unit {} in duration {}",
+                    super::gofmt::quote(u),
+                    super::gofmt::quote(orig)
+                ));
+            }
         };
         total += v * scale;
     }
@@ -312,8 +326,20 @@ pub fn parse_duration(s: &str) -> Result<SignedDuration, String> {
     Ok(SignedDuration::from_nanos(if neg { -n } else { n }))
 }
 
-const MONTHS: [&str; 12] =
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
 fn weekday_name(z: &Zoned) -> &'static str {
@@ -551,7 +577,11 @@ pub fn format_go(z: &Zoned, layout: &str) -> String {
             | Chunk::NumColonSecondsTZ => {
                 let iso = matches!(
                     chunk,
-                    Chunk::ISO8601TZ | Chunk::ISO8601SecondsTZ | Chunk::ISO8601ShortTZ | Chunk::ISO8601ColonTZ | Chunk::ISO8601ColonSecondsTZ
+                    Chunk::ISO8601TZ
+                        | Chunk::ISO8601SecondsTZ
+                        | Chunk::ISO8601ShortTZ
+                        | Chunk::ISO8601ColonTZ
+                        | Chunk::ISO8601ColonSecondsTZ
                 );
                 if iso && offset == 0 {
                     out.push('Z');
@@ -559,14 +589,26 @@ pub fn format_go(z: &Zoned, layout: &str) -> String {
                     let a = offset.abs();
                     out.push(if offset < 0 { '-' } else { '+' });
                     out.push_str(&format!("{:02}", a / 3600));
-                    let colon = matches!(chunk, Chunk::ISO8601ColonTZ | Chunk::ISO8601ColonSecondsTZ | Chunk::NumColonTZ | Chunk::NumColonSecondsTZ);
+                    let colon = matches!(
+                        chunk,
+                        Chunk::ISO8601ColonTZ
+                            | Chunk::ISO8601ColonSecondsTZ
+                            | Chunk::NumColonTZ
+                            | Chunk::NumColonSecondsTZ
+                    );
                     if !matches!(chunk, Chunk::ISO8601ShortTZ | Chunk::NumShortTZ) {
                         if colon {
                             out.push(':');
                         }
                         out.push_str(&format!("{:02}", (a % 3600) / 60));
                     }
-                    if matches!(chunk, Chunk::ISO8601SecondsTZ | Chunk::ISO8601ColonSecondsTZ | Chunk::NumSecondsTz | Chunk::NumColonSecondsTZ) {
+                    if matches!(
+                        chunk,
+                        Chunk::ISO8601SecondsTZ
+                            | Chunk::ISO8601ColonSecondsTZ
+                            | Chunk::NumSecondsTz
+                            | Chunk::NumColonSecondsTZ
+                    ) {
                         if colon {
                             out.push(':');
                         }
@@ -597,8 +639,17 @@ pub fn format_go(z: &Zoned, layout: &str) -> String {
 
 /// Go's `time.ParseInLocation` for the layouts charts use.
 pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, String> {
-    let err = || format!("parsing time {} as {}: cannot parse {} as {}", super::gofmt::quote(value), super::gofmt::quote(layout), super::gofmt::quote(value), super::gofmt::quote(layout));
-    let (mut year, mut month, mut day, mut hour, mut min, mut sec, mut nanos) = (1i32, 1i32, 1i32, 0i32, 0i32, 0i32, 0i32);
+    let err = || {
+        format!(
+            "parsing time {} as {}: cannot parse {} as {}",
+            super::gofmt::quote(value),
+            super::gofmt::quote(layout),
+            super::gofmt::quote(value),
+            super::gofmt::quote(layout)
+        )
+    };
+    let (mut year, mut month, mut day, mut hour, mut min, mut sec, mut nanos) =
+        (1i32, 1i32, 1i32, 0i32, 0i32, 0i32, 0i32);
     let mut pm: Option<bool> = None;
     let mut offset: Option<i32> = None;
     let mut rest = layout;
@@ -662,7 +713,10 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
             Chunk::Second | Chunk::ZeroSecond => {
                 sec = num(&mut v, if chunk == Chunk::Second { 1 } else { 2 }, 2).ok_or_else(err)?;
                 // Go accepts fractional seconds after a seconds field even if the layout has none
-                if (v.starts_with('.') || v.starts_with(',')) && v[1..].starts_with(|c: char| c.is_ascii_digit()) && !matches!(next_chunk(&rest[pre + len..]), Some((0, Chunk::Frac(..), _))) {
+                if (v.starts_with('.') || v.starts_with(','))
+                    && v[1..].starts_with(|c: char| c.is_ascii_digit())
+                    && !matches!(next_chunk(&rest[pre + len..]), Some((0, Chunk::Frac(..), _)))
+                {
                     let n = v[1..].bytes().take_while(u8::is_ascii_digit).count();
                     nanos = format!("{:0<9}", &v[1..1 + n.min(9)]).parse().unwrap_or(0);
                     v = &v[1 + n..];
@@ -704,7 +758,11 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
             tz => {
                 let iso = matches!(
                     tz,
-                    Chunk::ISO8601TZ | Chunk::ISO8601SecondsTZ | Chunk::ISO8601ShortTZ | Chunk::ISO8601ColonTZ | Chunk::ISO8601ColonSecondsTZ
+                    Chunk::ISO8601TZ
+                        | Chunk::ISO8601SecondsTZ
+                        | Chunk::ISO8601ShortTZ
+                        | Chunk::ISO8601ColonTZ
+                        | Chunk::ISO8601ColonSecondsTZ
                 );
                 if iso && v.starts_with('Z') {
                     v = &v[1..];
@@ -725,7 +783,13 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
                         }
                         m = num(&mut v, 2, 2).ok_or_else(err)?;
                     }
-                    if matches!(tz, Chunk::ISO8601SecondsTZ | Chunk::ISO8601ColonSecondsTZ | Chunk::NumSecondsTz | Chunk::NumColonSecondsTZ) {
+                    if matches!(
+                        tz,
+                        Chunk::ISO8601SecondsTZ
+                            | Chunk::ISO8601ColonSecondsTZ
+                            | Chunk::NumSecondsTz
+                            | Chunk::NumColonSecondsTZ
+                    ) {
                         if v.starts_with(':') {
                             v = &v[1..];
                         }
@@ -749,7 +813,8 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
         }
     }
     let out_of_range = |what: &str| format!("parsing time {}: {what} out of range", super::gofmt::quote(value));
-    let date = jiff::civil::Date::new(year as i16, month as i8, day as i8).map_err(|_| out_of_range(if (1..=12).contains(&month) { "day" } else { "month" }))?;
+    let date = jiff::civil::Date::new(year as i16, month as i8, day as i8)
+        .map_err(|_| out_of_range(if (1..=12).contains(&month) { "day" } else { "month" }))?;
     let dt = date.at(hour as i8, min as i8, sec as i8, nanos);
     let tz = match offset {
         Some(o) => jiff::tz::Offset::from_seconds(o).map(TimeZone::fixed).map_err(|e| e.to_string())?,
@@ -806,7 +871,10 @@ mod tests {
         assert_eq!(callv("date", &[st("15:04"), later]), "15:37");
         assert_eq!(callv("dateModify", &[st("bad"), now.clone()]), "2024-03-05 14:07:09.5 +0100 CET");
         assert!(callv("mustDateModify", &[st("bad"), now.clone()]).starts_with("ERR time: invalid duration"));
-        assert_eq!(callv("unixEpoch", &[call("toDate", &[st("2006-01-02"), st("2020-01-01")]).expect("d")]), "1577833200");
+        assert_eq!(
+            callv("unixEpoch", &[call("toDate", &[st("2006-01-02"), st("2020-01-01")]).expect("d")]),
+            "1577833200"
+        );
         assert_eq!(callv("ago", &[now]), "0s");
         assert_eq!(callv("typeOf", &[call("now", &[]).expect("now")]), "time.Time");
     }

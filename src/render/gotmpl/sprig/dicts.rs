@@ -52,7 +52,11 @@ pub(super) fn register(m: &mut FuncMap) {
         Ok(Value::list(out))
     });
     regv(m, "keys", &[], PMap, |_, a| {
-        let out = a.iter().filter_map(map_of).flat_map(|d| d.borrow().keys().map(|k| Value::str(k.as_str())).collect::<Vec<_>>()).collect();
+        let out = a
+            .iter()
+            .filter_map(map_of)
+            .flat_map(|d| d.borrow().keys().map(|k| Value::str(k.as_str())).collect::<Vec<_>>())
+            .collect();
         Ok(Value::list(out))
     });
     regv(m, "pick", &[PMap], Str, |_, a| {
@@ -71,14 +75,18 @@ pub(super) fn register(m: &mut FuncMap) {
     regv(m, "omit", &[PMap], Str, |_, a| {
         let omit: Vec<String> = a[1..].iter().map(|k| s(k).into_owned()).collect();
         let res = map_of(&a[0])
-            .map(|d| d.borrow().iter().filter(|(k, _)| !omit.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+            .map(|d| {
+                d.borrow().iter().filter(|(k, _)| !omit.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
+            })
             .unwrap_or_default();
         Ok(Value::map(res))
     });
     reg(m, "values", &[PMap], |_, a| {
         Ok(Value::list(map_of(&a[0]).map(|d| d.borrow().values().cloned().collect()).unwrap_or_default()))
     });
-    for (name, overwrite) in [("merge", false), ("mustMerge", false), ("mergeOverwrite", true), ("mustMergeOverwrite", true)] {
+    for (name, overwrite) in
+        [("merge", false), ("mustMerge", false), ("mergeOverwrite", true), ("mustMergeOverwrite", true)]
+    {
         regv(m, name, &[PMap], PMap, move |_, a| {
             let dst = match &a[0] {
                 Value::Map(d) => d.clone(),
@@ -98,21 +106,26 @@ pub(super) fn register(m: &mut FuncMap) {
             return Err(err("dig needs at least three arguments"));
         }
         let last = &a[a.len() - 1];
-        let mut cur = map_of(last)
-            .cloned()
-            .ok_or_else(|| err(format!("interface conversion: interface {{}} is {}, not map[string]interface {{}}", last.type_name())))?;
+        let mut cur = map_of(last).cloned().ok_or_else(|| {
+            err(format!("interface conversion: interface {{}} is {}, not map[string]interface {{}}", last.type_name()))
+        })?;
         let def = a[a.len() - 2].clone();
         let keys = &a[..a.len() - 2];
         for (n, k) in keys.iter().enumerate() {
-            let k = k.as_str().ok_or_else(|| err(format!("interface conversion: interface {{}} is {}, not string", k.type_name())))?;
+            let k = k
+                .as_str()
+                .ok_or_else(|| err(format!("interface conversion: interface {{}} is {}, not string", k.type_name())))?;
             let step = cur.borrow().get(k).cloned();
             let Some(step) = step else { return Ok(def) };
             if n + 1 == keys.len() {
                 return Ok(step);
             }
-            cur = map_of(&step)
-                .cloned()
-                .ok_or_else(|| err(format!("interface conversion: interface {{}} is {}, not map[string]interface {{}}", step.type_name())))?;
+            cur = map_of(&step).cloned().ok_or_else(|| {
+                err(format!(
+                    "interface conversion: interface {{}} is {}, not map[string]interface {{}}",
+                    step.type_name()
+                ))
+            })?;
         }
         Ok(def)
     });
@@ -193,7 +206,12 @@ mod tests {
 
     #[test]
     fn merge_first_wins_deep_and_in_place() {
-        let dst = dict(&[("a", st("dst")), ("empty", st("")), ("n", dict(&[("x", Value::Int(1))])), ("l", li(vec![st("d")]))]);
+        let dst = dict(&[
+            ("a", st("dst")),
+            ("empty", st("")),
+            ("n", dict(&[("x", Value::Int(1))])),
+            ("l", li(vec![st("d")])),
+        ]);
         let src = dict(&[
             ("a", st("src")),
             ("empty", st("filled")),
@@ -205,7 +223,11 @@ mod tests {
         let out = callv("merge", &[dst.clone(), src.clone()]);
         assert_eq!(out, "map[a:dst empty:filled l:[d] n:map[x:1 y:3] new:false]");
         assert_eq!(super::super::format_value(&dst), out);
-        let dst2 = dict(&[("a", st("dst")), ("k", Value::Bool(true)), ("n", dict(&[("x", Value::Int(1)), ("z", Value::Int(0))]))]);
+        let dst2 = dict(&[
+            ("a", st("dst")),
+            ("k", Value::Bool(true)),
+            ("n", dict(&[("x", Value::Int(1)), ("z", Value::Int(0))])),
+        ]);
         let out = callv("mergeOverwrite", &[dst2, src]);
         assert_eq!(out, "map[a:src empty:filled k:true l:[s] n:map[x:2 y:3 z:0] new:false nil:<nil>]");
     }
@@ -226,7 +248,7 @@ mod tests {
         assert_eq!(callv("all", &[st("a"), Value::Int(0)]), "false");
         assert_eq!(callv("any", &[st(""), Value::Int(1)]), "true");
         assert_eq!(callv("ternary", &[st("y"), st("n"), Value::Bool(false)]), "n");
-        let copy = call("deepCopy", &[d.clone()]).expect("copy");
+        let copy = call("deepCopy", std::slice::from_ref(&d)).expect("copy");
         call("set", &[copy, st("a"), st("changed")]).expect("set");
         assert_eq!(callv("dig", &[st("a"), st("b"), st("def"), d]), "found");
     }

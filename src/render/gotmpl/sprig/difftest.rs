@@ -19,7 +19,8 @@ fn helm_bin() -> Option<PathBuf> {
     if local.exists() {
         return Some(local.to_path_buf());
     }
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("helm")).find(|p| p.exists()))
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("helm")).find(|p| p.exists()))
 }
 
 const VALUES: &str = r#"

@@ -73,7 +73,7 @@ fn b32_encode(data: &[u8]) -> String {
 
 fn b32_decode(text: &str) -> Result<Vec<u8>, String> {
     let t: Vec<u8> = text.bytes().filter(|c| *c != b'\n' && *c != b'\r').collect();
-    if t.len() % 8 != 0 {
+    if !t.len().is_multiple_of(8) {
         return Err(format!("illegal base32 data at input byte {}", t.len() - t.len() % 8));
     }
     let mut out = Vec::new();
@@ -84,7 +84,10 @@ fn b32_decode(text: &str) -> Result<Vec<u8>, String> {
             if *c == b'=' {
                 break;
             }
-            let v = B32.iter().position(|x| x == c).ok_or_else(|| format!("illegal base32 data at input byte {}", ci * 8 + i))?;
+            let v = B32
+                .iter()
+                .position(|x| x == c)
+                .ok_or_else(|| format!("illegal base32 data at input byte {}", ci * 8 + i))?;
             bits |= (v as u64) << (35 - i * 5);
             n += 1;
         }
@@ -112,7 +115,9 @@ fn adler32(data: &[u8]) -> u32 {
 /// Go's `json.Unmarshal` into `interface{}` (numbers as float64), with Go's
 /// error wording for the common cases.
 pub fn from_json(text: &str) -> Result<Value, FuncError> {
-    serde_json::from_str::<serde_json::Value>(text).map(|j| Value::from_json(&j)).map_err(|e| FuncError::msg(json_error(text, &e)))
+    serde_json::from_str::<serde_json::Value>(text)
+        .map(|j| Value::from_json(&j))
+        .map_err(|e| FuncError::msg(json_error(text, &e)))
 }
 
 pub(crate) fn json_error(text: &str, e: &serde_json::Error) -> String {
@@ -217,7 +222,7 @@ pub(crate) fn json_float(f: f64) -> Result<String, FuncError> {
         return Err(FuncError::msg(format!("json: unsupported value: {}", gofmt::format_float_g(f))));
     }
     let abs = f.abs();
-    if abs != 0.0 && (abs < 1e-6 || abs >= 1e21) {
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
         let (neg, digits, exp) = gofmt::shortest_digits(f);
         let mut m = digits[..1].to_string();
         if digits.len() > 1 {
@@ -270,7 +275,10 @@ mod tests {
         assert_eq!(callv("b32enc", &[st("hi")]), "NBUQ====");
         assert_eq!(callv("b32dec", &[st("NBUQ====")]), "hi");
         assert_eq!(callv("sha1sum", &[st("abc")]), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(callv("sha256sum", &[st("abc")]), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            callv("sha256sum", &[st("abc")]),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(callv("adler32sum", &[st("Wikipedia")]), "300286872");
         assert_eq!(callv("sha512sum", &[st("")]).len(), 128);
     }
@@ -278,9 +286,12 @@ mod tests {
     #[test]
     fn json_as_go_writes_it() {
         let d = dict(&[("b", li(vec![Value::Float(1.0), Value::Float(1.5), Value::Nil])), ("a", st("<x&y>"))]);
-        assert_eq!(callv("toJson", &[d.clone()]), r#"{"a":"\u003cx\u0026y\u003e","b":[1,1.5,null]}"#);
-        assert_eq!(callv("toRawJson", &[d.clone()]), r#"{"a":"<x&y>","b":[1,1.5,null]}"#);
-        assert_eq!(callv("toPrettyJson", &[d]), "{\n  \"a\": \"\\u003cx\\u0026y\\u003e\",\n  \"b\": [\n    1,\n    1.5,\n    null\n  ]\n}");
+        assert_eq!(callv("toJson", std::slice::from_ref(&d)), r#"{"a":"\u003cx\u0026y\u003e","b":[1,1.5,null]}"#);
+        assert_eq!(callv("toRawJson", std::slice::from_ref(&d)), r#"{"a":"<x&y>","b":[1,1.5,null]}"#);
+        assert_eq!(
+            callv("toPrettyJson", &[d]),
+            "{\n  \"a\": \"\\u003cx\\u0026y\\u003e\",\n  \"b\": [\n    1,\n    1.5,\n    null\n  ]\n}"
+        );
         assert_eq!(callv("toJson", &[Value::Float(1e21)]), "1e+21");
         assert_eq!(callv("toJson", &[Value::Float(1e20)]), "100000000000000000000");
         assert_eq!(callv("toJson", &[Value::Float(0.0000001)]), "1e-7");

@@ -37,7 +37,9 @@ pub(super) fn register(m: &mut FuncMap) {
         });
     }
     for name in ["first", "mustFirst"] {
-        reg(m, name, &[Any], |_, a| Ok(need(&a[0], "Cannot find first on type")?.first().cloned().unwrap_or(Value::Nil)));
+        reg(m, name, &[Any], |_, a| {
+            Ok(need(&a[0], "Cannot find first on type")?.first().cloned().unwrap_or(Value::Nil))
+        });
     }
     for name in ["last", "mustLast"] {
         reg(m, name, &[Any], |_, a| Ok(need(&a[0], "Cannot find last on type")?.last().cloned().unwrap_or(Value::Nil)));
@@ -100,14 +102,18 @@ pub(super) fn register(m: &mut FuncMap) {
             if a[0].is_nil() {
                 return Err(err("runtime error: invalid memory address or nil pointer dereference"));
             }
-            let l = items(&a[0]).ok_or_else(|| err(format!("list should be type of slice or array but {}", kind(&a[0]))))?;
+            let l = items(&a[0])
+                .ok_or_else(|| err(format!("list should be type of slice or array but {}", kind(&a[0]))))?;
             if l.is_empty() {
                 return Ok(Value::Nil);
             }
             let start = a.get(1).map(to_int64).unwrap_or(0);
             let end = a.get(2).map(to_int64).unwrap_or(l.len() as i64);
             if start < 0 || end < start || end as usize > l.len() {
-                return Err(err(format!("reflect: slice index out of range [{start}:{end}] with capacity {}", l.len())));
+                return Err(err(format!(
+                    "reflect: slice index out of range [{start}:{end}] with capacity {}",
+                    l.len()
+                )));
             }
             Ok(list(l[start as usize..end as usize].to_vec()))
         });
@@ -166,7 +172,10 @@ mod tests {
         assert_eq!(callv("has", &[st("b"), abc()]), "true");
         assert_eq!(callv("has", &[abc(), st("b")]), "ERR Cannot find has on type string");
         assert_eq!(callv("has", &[st("b"), Value::Nil]), "false");
-        assert_eq!(callv("compact", &[li(vec![st("a"), st(""), Value::Nil, Value::Int(0), Value::Bool(true)])]), "[a true]");
+        assert_eq!(
+            callv("compact", &[li(vec![st("a"), st(""), Value::Nil, Value::Int(0), Value::Bool(true)])]),
+            "[a true]"
+        );
         assert_eq!(callv("slice", &[abc(), Value::Int(1)]), "[b c]");
         assert_eq!(callv("slice", &[abc(), Value::Int(1), Value::Int(2)]), "[b]");
         assert_eq!(callv("concat", &[abc(), li(vec![st("d")])]), "[a b c d]");

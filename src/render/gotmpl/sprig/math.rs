@@ -43,7 +43,9 @@ pub(super) fn register(m: &mut FuncMap) {
         }
         Ok(Value::Int64(to_int64(&a[0]).wrapping_rem(d)))
     });
-    regv(m, "mul", &[Any], Any, |_, a| Ok(Value::Int64(a[1..].iter().fold(to_int64(&a[0]), |x, y| x.wrapping_mul(to_int64(y))))));
+    regv(m, "mul", &[Any], Any, |_, a| {
+        Ok(Value::Int64(a[1..].iter().fold(to_int64(&a[0]), |x, y| x.wrapping_mul(to_int64(y)))))
+    });
     reg(m, "randInt", &[Int, Int], |h, a| {
         let (lo, hi) = (i(&a[0]), i(&a[1]));
         if hi <= lo {
@@ -64,11 +66,17 @@ pub(super) fn register(m: &mut FuncMap) {
         });
     }
     for name in ["max", "biggest"] {
-        regv(m, name, &[Any], Any, |_, a| Ok(Value::Int64(a[1..].iter().map(to_int64).fold(to_int64(&a[0]), i64::max))));
+        regv(m, name, &[Any], Any, |_, a| {
+            Ok(Value::Int64(a[1..].iter().map(to_int64).fold(to_int64(&a[0]), i64::max)))
+        });
     }
     regv(m, "min", &[Any], Any, |_, a| Ok(Value::Int64(a[1..].iter().map(to_int64).fold(to_int64(&a[0]), i64::min))));
-    regv(m, "maxf", &[Any], Any, |_, a| Ok(Value::Float(a[1..].iter().map(to_float64).fold(to_float64(&a[0]), go_max))));
-    regv(m, "minf", &[Any], Any, |_, a| Ok(Value::Float(a[1..].iter().map(to_float64).fold(to_float64(&a[0]), go_min))));
+    regv(m, "maxf", &[Any], Any, |_, a| {
+        Ok(Value::Float(a[1..].iter().map(to_float64).fold(to_float64(&a[0]), go_max)))
+    });
+    regv(m, "minf", &[Any], Any, |_, a| {
+        Ok(Value::Float(a[1..].iter().map(to_float64).fold(to_float64(&a[0]), go_min)))
+    });
     reg(m, "floor", &[Any], |_, a| Ok(Value::Float(to_float64(&a[0]).floor())));
     reg(m, "ceil", &[Any], |_, a| Ok(Value::Float(to_float64(&a[0]).ceil())));
     regv(m, "round", &[Any, Int], Float64, |_, a| {

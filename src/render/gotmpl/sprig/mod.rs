@@ -7,10 +7,10 @@
 
 mod certs;
 mod crypto;
-#[cfg(test)]
-mod difftest;
 mod dates;
 mod dicts;
+#[cfg(test)]
+mod difftest;
 mod encoding;
 pub(crate) mod gofmt;
 mod lists;
@@ -27,7 +27,10 @@ use super::func::{Func, FuncMap, Host, Param, Signature};
 use super::value::{FuncError, Value};
 
 pub use dates::GoTime;
+pub(crate) use encoding::json_float as encoding_json_float;
+pub use encoding::{from_json, go_json};
 pub use gofmt::format_value;
+pub(crate) use parse_go_int as parse_int;
 
 /// Sprig's functions, as `sprig.TxtFuncMap()` minus `env` and `expandenv`.
 pub fn funcs() -> FuncMap {
@@ -181,11 +184,7 @@ pub(crate) fn parse_go_int(s: &str) -> Option<i64> {
     }
     let mag = u64::from_str_radix(&digits, radix).ok()?;
     if neg {
-        if mag > i64::MAX as u64 + 1 {
-            None
-        } else {
-            Some((mag as i64).wrapping_neg())
-        }
+        if mag > i64::MAX as u64 + 1 { None } else { Some((mag as i64).wrapping_neg()) }
     } else {
         i64::try_from(mag).ok()
     }
@@ -239,9 +238,7 @@ pub(crate) fn deep_equal(a: &Value, b: &Value) -> bool {
             let (x, y) = (x.borrow(), y.borrow());
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| deep_equal(v, w)))
         }
-        (Value::Object(x), Value::Object(y)) => {
-            x.type_name() == y.type_name() && x.go_string() == y.go_string()
-        }
+        (Value::Object(x), Value::Object(y)) => x.type_name() == y.type_name() && x.go_string() == y.go_string(),
         _ => false,
     }
 }
@@ -321,7 +318,3 @@ pub(crate) mod testhost {
         Value::map(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 }
-
-pub(crate) use encoding::json_float as encoding_json_float;
-pub(crate) use parse_go_int as parse_int;
-pub use encoding::{from_json, go_json};

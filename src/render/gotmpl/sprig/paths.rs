@@ -267,9 +267,15 @@ mod tests {
             callv("urlParse", &[st("https://u:p@example.com:8443/a%20b?x=1#frag")]),
             "map[fragment:frag host:example.com:8443 hostname:example.com opaque: path:/a b query:x=1 scheme:https userinfo:u:p]"
         );
-        assert_eq!(callv("urlParse", &[st("mailto:x@y")]), "map[fragment: host: hostname: opaque:x@y path: query: scheme:mailto userinfo:]");
+        assert_eq!(
+            callv("urlParse", &[st("mailto:x@y")]),
+            "map[fragment: host: hostname: opaque:x@y path: query: scheme:mailto userinfo:]"
+        );
         let d = dict(&[("scheme", st("http")), ("host", st("h:80")), ("path", st("p q")), ("query", st("a=b"))]);
         assert_eq!(callv("urlJoin", &[d]), "http://h:80/p%20q?a=b");
-        assert_eq!(callv("urlJoin", &[dict(&[("host", Value::Int(1))])]), "ERR unable to parse host key, must be of type string, but int found");
+        assert_eq!(
+            callv("urlJoin", &[dict(&[("host", Value::Int(1))])]),
+            "ERR unable to parse host key, must be of type string, but int found"
+        );
     }
 }

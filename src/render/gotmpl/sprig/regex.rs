@@ -63,7 +63,10 @@ fn compile_or(pattern: &str, must: bool) -> Result<regex::Regex, FuncError> {
 
 pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, FuncError> {
     regex::Regex::new(&go_syntax(pattern)).map_err(|e| {
-        FuncError::msg(format!("error parsing regexp: {}", e.to_string().lines().last().unwrap_or("invalid pattern").trim()))
+        FuncError::msg(format!(
+            "error parsing regexp: {}",
+            e.to_string().lines().last().unwrap_or("invalid pattern").trim()
+        ))
     })
 }
 

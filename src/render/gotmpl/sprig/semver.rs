@@ -32,7 +32,9 @@ fn re(p: &str) -> regex::Regex {
 }
 
 static LOOSE: LazyLock<regex::Regex> = LazyLock::new(|| {
-    re(r"^v?([0-9]+)(\.[0-9]+)?(\.[0-9]+)?(-([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?(\+([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?$")
+    re(
+        r"^v?([0-9]+)(\.[0-9]+)?(\.[0-9]+)?(-([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?(\+([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?$",
+    )
 });
 static CONSTRAINT: LazyLock<regex::Regex> = LazyLock::new(|| re(&format!(r"^\s*({OPS})\s*({CV})\s*$")));
 static RANGE: LazyLock<regex::Regex> = LazyLock::new(|| re(&format!(r"\s*({CV})\s+-\s+({CV})\s*")));
@@ -67,7 +69,15 @@ impl Version {
             match m.get(i) {
                 None => Ok(0),
                 Some(x) => x.as_str().trim_start_matches('.').parse::<u64>().map_err(|e| {
-                    format!("error parsing version segment: strconv.ParseUint: parsing {}: {}", super::gofmt::quote(x.as_str().trim_start_matches('.')), if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) { "value out of range" } else { "invalid syntax" })
+                    format!(
+                        "error parsing version segment: strconv.ParseUint: parsing {}: {}",
+                        super::gofmt::quote(x.as_str().trim_start_matches('.')),
+                        if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) {
+                            "value out of range"
+                        } else {
+                            "invalid syntax"
+                        }
+                    )
                 }),
             }
         };
@@ -99,16 +109,14 @@ impl Version {
     }
 
     pub fn compare(&self, o: &Version) -> Ordering {
-        self.major
-            .cmp(&o.major)
-            .then(self.minor.cmp(&o.minor))
-            .then(self.patch.cmp(&o.patch))
-            .then_with(|| match (self.pre.is_empty(), o.pre.is_empty()) {
+        self.major.cmp(&o.major).then(self.minor.cmp(&o.minor)).then(self.patch.cmp(&o.patch)).then_with(|| {
+            match (self.pre.is_empty(), o.pre.is_empty()) {
                 (true, true) => Ordering::Equal,
                 (true, false) => Ordering::Greater,
                 (false, true) => Ordering::Less,
                 (false, false) => compare_prerelease(&self.pre, &o.pre),
-            })
+            }
+        })
     }
 
     fn render(&self) -> String {
@@ -180,11 +188,40 @@ impl Object for Version {
             "Metadata" => Value::str(self.metadata.as_str()),
             "Original" => Value::str(self.original.as_str()),
             "String" => Value::str(self.render()),
-            "IncMajor" => Value::Object(Rc::new(Version { major: self.major + 1, minor: 0, patch: 0, pre: String::new(), metadata: String::new(), original: String::new() }.with_original())),
-            "IncMinor" => Value::Object(Rc::new(Version { minor: self.minor + 1, patch: 0, pre: String::new(), metadata: String::new(), original: String::new(), ..self.clone() }.with_original())),
+            "IncMajor" => Value::Object(Rc::new(
+                Version {
+                    major: self.major + 1,
+                    minor: 0,
+                    patch: 0,
+                    pre: String::new(),
+                    metadata: String::new(),
+                    original: String::new(),
+                }
+                .with_original(),
+            )),
+            "IncMinor" => Value::Object(Rc::new(
+                Version {
+                    minor: self.minor + 1,
+                    patch: 0,
+                    pre: String::new(),
+                    metadata: String::new(),
+                    original: String::new(),
+                    ..self.clone()
+                }
+                .with_original(),
+            )),
             "IncPatch" => {
                 let patch = if self.pre.is_empty() { self.patch + 1 } else { self.patch };
-                Value::Object(Rc::new(Version { patch, pre: String::new(), metadata: String::new(), original: String::new(), ..self.clone() }.with_original()))
+                Value::Object(Rc::new(
+                    Version {
+                        patch,
+                        pre: String::new(),
+                        metadata: String::new(),
+                        original: String::new(),
+                        ..self.clone()
+                    }
+                    .with_original(),
+                ))
             }
             _ => return None,
         })
@@ -196,15 +233,20 @@ impl Object for Version {
                     Version::parse(&o.go_string()).map_err(FuncError::msg)
                 }
                 Some(Value::String(s)) => Version::parse(s).map_err(FuncError::msg),
-                _ => Err(FuncError::msg(format!("wrong type for value; expected *semver.Version; got {}", args.first().map(Value::type_name).unwrap_or_default()))),
+                _ => Err(FuncError::msg(format!(
+                    "wrong type for value; expected *semver.Version; got {}",
+                    args.first().map(Value::type_name).unwrap_or_default()
+                ))),
             }
         };
         Some(match method {
-            "Compare" => other().map(|o| Value::Int(match self.compare(&o) {
-                Ordering::Less => -1,
-                Ordering::Equal => 0,
-                Ordering::Greater => 1,
-            })),
+            "Compare" => other().map(|o| {
+                Value::Int(match self.compare(&o) {
+                    Ordering::Less => -1,
+                    Ordering::Equal => 0,
+                    Ordering::Greater => 1,
+                })
+            }),
             "LessThan" => other().map(|o| (self.compare(&o) == Ordering::Less).into()),
             "LessThanEqual" => other().map(|o| (self.compare(&o) != Ordering::Greater).into()),
             "GreaterThan" => other().map(|o| (self.compare(&o) == Ordering::Greater).into()),
@@ -286,7 +328,13 @@ fn rewrite_range(i: &str) -> String {
 
 fn parse_constraint(c: &str) -> Result<Constraint, String> {
     if c.is_empty() {
-        return Ok(Constraint { op: String::new(), con: Version::parse("0.0.0")?, minor_dirty: false, patch_dirty: false, dirty: true });
+        return Ok(Constraint {
+            op: String::new(),
+            con: Version::parse("0.0.0")?,
+            minor_dirty: false,
+            patch_dirty: false,
+            dirty: true,
+        });
     }
     let m = CONSTRAINT.captures(c).ok_or_else(|| format!("improper constraint: {}", super::gofmt::quote(c)))?;
     let g = |i: usize| m.get(i).map(|x| x.as_str()).unwrap_or("");

@@ -70,7 +70,8 @@ pub(super) fn register(m: &mut FuncMap) {
         Ok(out.join(" ").into())
     });
     regv(m, "squote", &[], Any, |_, a| {
-        let out: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(|v| format!("'{}'", super::format_value(v))).collect();
+        let out: Vec<String> =
+            a.iter().filter(|v| !v.is_nil()).map(|v| format!("'{}'", super::format_value(v))).collect();
         Ok(out.join(" ").into())
     });
     regv(m, "cat", &[], Any, |_, a| {
