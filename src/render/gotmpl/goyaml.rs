@@ -687,7 +687,8 @@ fn is_timestamp(s: &str) -> bool {
 
 /// Whether go-yaml v2 would read `s`, unquoted, back as a string.
 pub(crate) fn resolves_as_string(s: &str) -> bool {
-    matches!(resolve_plain(s), Plain::Str)
+    // "<<" (the merge key) is written plain, as go-yaml does
+    matches!(resolve_plain(s), Plain::Str | Plain::Merge)
 }
 
 /// A plain scalar as go-yaml v2 resolves it.
@@ -944,7 +945,9 @@ struct Reader<'a> {
 }
 
 fn parse_first_document(text: &str) -> Result<Option<YNode>, String> {
-    let mut r = Reader { parser: Parser::new_from_str(text), anchors: Default::default() };
+    let mut options = granit_parser::Options::default();
+    options.set_emit_comments(false);
+    let mut r = Reader { parser: Parser::new_from_str_with_options(text, options), anchors: Default::default() };
     loop {
         match r.next()? {
             None | Some(Event::StreamEnd) => return Ok(None),

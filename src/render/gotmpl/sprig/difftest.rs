@@ -214,6 +214,24 @@ const CASES: &[&str] = &[
     r#"len (uuidv4)"#,
     r#"(genCA "x" 10).Cert | substr 0 27"#,
     r#"lookup "v1" "Secret" "ns" "x""#,
+    // YAML edge cases
+    r##"toYaml (list "@x" "%x" "`x" "{{x}}" "http://x:80/p" "#c" "a #b" "a#b" "~" "null" "Null" "0x1F" "1e3" "1_000" "0o17" ".5" "+1" "-" "=" "<<" "1:20" "2024-01-02T10:00:00Z" "é" "tab\tx" "cr\r\nx" "? x" "x:" "[a]" "{a}" "!x" "&x" "|x" ">x" "'x" "\"x" "a: b: c" "0" "-1.5" "1." "." "y" "N" "off" "True" "nan" ".NaN" "-.inf" "12:30:45" "0b101" "0777" "08" "1e" "a\\b")"##,
+    r##"toYaml (dict "k" "trailing " "k2" " leading" "k3" "multi \nline" "k4" "multi\n line" "k5" "x\n" "k6" "\n" "k7" "\nx" "k8" "a\n\n\nb\n\n")"##,
+    r##"toYaml (dict "nospace" "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz")"##,
+    r##"toYaml (dict "quoted" "true words and more words and more words and more words and more words and more words and more" "single" "'a' words and more words and more words and more words and more words and more words")"##,
+    r##"toYaml (list (dict "name" "a" "items" (list (dict "x" 1) (dict "y" (list 1 2)))) (list) (dict))"##,
+    r##"toYaml (dict "a" (list (list (list 1))))"##,
+    r##"toYaml (dict "f" 1.0 "g" 0.1 "h" 1e21 "i" 1e20 "j" 123456789.0 "k" -0.5 "l" 100000.0 "m" (int64 5) "n" 1e-7)"##,
+    r##"toYaml (dict "emoji" "😀 x" "nbsp" "a\u00a0b")"##,
+    r##"toYaml .Values.nested | indent 2"##,
+    r##"toYaml (dict "k" (dict "deep" (dict "er" (list "a" (dict "b" "c" "d" (list "e"))))))"##,
+    r##"toJson (list 1.0 1.5 1e21 1e-7 "\u2028" "\t")"##,
+    r##"fromYaml "a: &x {k: 1}\nb: *x\nc:\n  <<: *x\n  j: 2\nd: !!str 123\ne: !!binary aGVsbG8=\n'q': \"w\"\n1.5: f\ntrue: t\n0x10: h\nl: [1, [2, {m: n}]]\n# comment\n""##,
+    r##"fromYaml "---\na: 1\n---\nb: 2\n""##,
+    r##"fromYaml """##,
+    r##"fromYaml "a: 1e3\nb: .5\nc: +1\nd: 0o17\ne: 0b11\nf: -0x1A\ng: 1:20\nh: 12e\ni: 0.1e+2\nj: 9223372036854775808\nk: 0777\nl: 09""##,
+    r##"fromYaml "a: |\n  x\n  y\nb: >\n  folded\n  text\nc: 'it''s'\nd: \"esc\\ttab\"""##,
+    r##"toYaml (fromYaml "a: [1, 2.5, x, true, null]\nb: {c: 1}")"##,
 ];
 
 fn template_text() -> String {
