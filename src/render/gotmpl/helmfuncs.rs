@@ -44,7 +44,10 @@ pub fn funcs() -> FuncMap {
     reg(&mut m, "getHostByName", &[Str], |_, _| Ok(Value::str("")));
 
     reg(&mut m, "toYaml", &[Any], |_, a| Ok(trim_nl(goyaml::value_to_yaml(&a[0])).into()));
-    reg(&mut m, "mustToYaml", &[Any], |_, a| Ok(trim_nl(goyaml::marshal(&a[0]).map_err(FuncError::msg)?).into()));
+    reg(&mut m, "mustToYaml", &[Any], |_, a| {
+        Ok(trim_nl(goyaml::marshal(&a[0]).map_err(|e| FuncError::msg(format!("error marshaling into JSON: {e}")))?)
+            .into())
+    });
     reg(&mut m, "toYamlPretty", &[Any], |_, a| Ok(trim_nl(goyaml::pretty(&a[0])).into()));
     reg(&mut m, "fromYaml", &[Str], |_, a| Ok(from_yaml(&text(&a[0]))));
     reg(&mut m, "fromYamlArray", &[Str], |_, a| Ok(from_yaml_array(&text(&a[0]))));
