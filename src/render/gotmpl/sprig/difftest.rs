@@ -214,6 +214,11 @@ const CASES: &[&str] = &[
     r#"len (uuidv4)"#,
     r#"(genCA "x" 10).Cert | substr 0 27"#,
     r#"lookup "v1" "Secret" "ns" "x""#,
+    // case conversions on odd input
+    r##"list (snakecase "-2") (snakecase "<false>") (snakecase "<1000000>") (snakecase "HTTPServer") (snakecase "NoHTTPS") (snakecase "GO_PATH") (snakecase "GO PATH") (snakecase "a1b2") (snakecase "abc123DEF") (snakecase "v1.2.3") (snakecase "already_snake_case_1") (snakecase "x--y") (snakecase "Ünïcode Wörds")"##,
+    r##"list (kebabcase "FirstName") (kebabcase "a_b c") (kebabcase "ID2Name") (kebabcase "2Fast2Furious")"##,
+    r##"list (camelcase "- a\n- b") (camelcase "-") (camelcase "a") (camelcase "__a_b__") (camelcase "hello world") (camelcase "x-y_z w") (camelcase "HTTP_server") (camelcase "xYz") (camelcase "aBC def") (camelcase "HTTPServer") (camelcase "já_xÉ") (camelcase "ab__cd") (camelcase "a_") (camelcase "a-_b") (camelcase "1a")"##,
+    r##"list (float64 "0x1F") (float64 "1_000") (float64 "1e3") (int "0x1F") (int "1_000") (int64 "0b11") (float64 "inf") (int "1.0") (int " 1")"##,
     // YAML edge cases
     r##"toYaml (list "@x" "%x" "`x" "{{x}}" "http://x:80/p" "#c" "a #b" "a#b" "~" "null" "Null" "0x1F" "1e3" "1_000" "0o17" ".5" "+1" "-" "=" "<<" "1:20" "2024-01-02T10:00:00Z" "é" "tab\tx" "cr\r\nx" "? x" "x:" "[a]" "{a}" "!x" "&x" "|x" ">x" "'x" "\"x" "a: b: c" "0" "-1.5" "1." "." "y" "N" "off" "True" "nan" ".NaN" "-.inf" "12:30:45" "0b101" "0777" "08" "1e" "a\\b")"##,
     r##"toYaml (dict "k" "trailing " "k2" " leading" "k3" "multi \nline" "k4" "multi\n line" "k5" "x\n" "k6" "\n" "k7" "\nx" "k8" "a\n\n\nb\n\n")"##,
