@@ -234,6 +234,7 @@ const CASES: &[&str] = &[
     r##"fromYaml "a: &x {k: 1}\nb: *x\nc:\n  <<: *x\n  j: 2\nd: !!str 123\ne: !!binary aGVsbG8=\n'q': \"w\"\n1.5: f\ntrue: t\n0x10: h\nl: [1, [2, {m: n}]]\n# comment\n""##,
     r##"fromYaml "---\na: 1\n---\nb: 2\n""##,
     r##"fromYaml """##,
+    r##"list (fromYaml "<nil>") (fromYaml "%YAML") (fromYaml "a: [") (fromYaml "*x") (fromYaml "&a") (fromYaml "!x y") (fromYaml "a: b: c") (fromYaml "- a\nb: c") (fromYaml "a:\n- b\n c") (fromYaml "{a: 1") (fromYaml "'x") (fromYaml "@x") (fromYaml "a: @b") (fromYaml "[a, b") (fromYaml "x: 1\ny: [\n")"##,
     r##"fromYaml "a: 1e3\nb: .5\nc: +1\nd: 0o17\ne: 0b11\nf: -0x1A\ng: 1:20\nh: 12e\ni: 0.1e+2\nj: 9223372036854775808\nk: 0777\nl: 09""##,
     r##"fromYaml "a: |\n  x\n  y\nb: >\n  folded\n  text\nc: 'it''s'\nd: \"esc\\ttab\"""##,
     r##"toYaml (fromYaml "a: [1, 2.5, x, true, null]\nb: {c: 1}")"##,

@@ -343,8 +343,7 @@ fn is_punct(c: char) -> bool {
 
 /// xstrings' isAlphabet: letters but CJK ideographs.
 fn is_alphabet(c: char) -> bool {
-    c.is_alphabetic()
-        && !matches!(c, '\u{4E00}'..='\u{9FCC}' | '\u{3400}'..='\u{4D85}' | '\u{20000}'..='\u{2B81D}')
+    c.is_alphabetic() && !matches!(c, '\u{4E00}'..='\u{9FCC}' | '\u{3400}'..='\u{4D85}' | '\u{20000}'..='\u{2B81D}')
 }
 
 /// xstrings' nextWord: the kind and byte length of the word starting `s`.
