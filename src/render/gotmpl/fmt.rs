@@ -1,596 +1,794 @@
-//! Go's `fmt` for template values: `%v` as templates print values, `Sprint`,
-//! `Sprintln` and `Sprintf` with Go's verbs, flags and error notations
-//! (`%!d(string=x)`, `%!v(MISSING)`, `%!(EXTRA ...)`).
+//! Go's `fmt` for template values: `Sprint`, `Sprintln`, `Sprintf` and `%v`
+//! as `text/template` prints a value, with Go's verbs, flags and error forms
+//! (`%!d(float64=1)`, `%!v(MISSING)`, `%!(EXTRA string=x)`).
 
 use std::fmt::Write as _;
 
 use super::value::Value;
 
-/// `%v` of a value, as `fmt.Sprint` prints one operand.
+/// `fmt.Sprint`: operands joined, a space between two operands when neither is a string.
+pub fn sprint(args: &[Value]) -> String {
+    let mut out = String::new();
+    let mut prev_string = false;
+    for (i, arg) in args.iter().enumerate() {
+        let is_string = matches!(arg, Value::String(_));
+        if i > 0 && !is_string && !prev_string {
+            out.push(' ');
+        }
+        write_value(&mut out, arg);
+        prev_string = is_string;
+    }
+    out
+}
+
+/// `fmt.Sprintln`: operands joined by spaces, a newline at the end.
+pub fn sprintln(args: &[Value]) -> String {
+    let mut out = String::new();
+    for (i, arg) in args.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        write_value(&mut out, arg);
+    }
+    out.push('\n');
+    out
+}
+
+/// `%v` of a value, as `fmt.Sprint(v)` prints it.
 pub fn format_value(v: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, v);
     out
 }
 
-fn write_value(out: &mut String, v: &Value) {
+/// Appends `%v` of a value to `out`.
+pub fn write_value(out: &mut String, v: &Value) {
     match v {
-        Value::Nil => out.push_str("<nil>"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::String(s) => out.push_str(s),
         Value::Int(i) | Value::Int64(i) => {
             let _ = write!(out, "{i}");
         }
-        Value::Float(f) => out.push_str(&format_float_g(*f, None)),
-        Value::String(s) => out.push_str(s),
-        Value::Bytes(b) => {
-            out.push('[');
-            for (i, byte) in b.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                let _ = write!(out, "{byte}");
-            }
-            out.push(']');
-        }
-        Value::List(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                write_value(out, item);
-            }
-            out.push(']');
-        }
-        Value::Map(m) => {
-            out.push_str("map[");
-            for (i, (k, item)) in m.borrow().iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                out.push_str(k);
-                out.push(':');
-                write_value(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(o) => out.push_str(&o.go_string()),
-    }
-}
-
-/// `fmt.Sprint`: operands in `%v`, a space between two operands when neither is a string.
-pub fn sprint(args: &[Value]) -> String {
-    let mut out = String::new();
-    let mut prev_string = true;
-    for (i, a) in args.iter().enumerate() {
-        let is_string = matches!(a, Value::String(_));
-        if i > 0 && !is_string && !prev_string {
-            out.push(' ');
-        }
-        write_value(&mut out, a);
-        prev_string = is_string;
-    }
-    out
-}
-
-/// `fmt.Sprintln`: operands in `%v` separated by spaces, then a newline.
-pub fn sprintln(args: &[Value]) -> String {
-    let mut out = String::new();
-    for (i, a) in args.iter().enumerate() {
-        if i > 0 {
-            out.push(' ');
-        }
-        write_value(&mut out, a);
-    }
-    out.push('\n');
-    out
-}
-
-/// Shortest decimal digits and decimal point position of a finite `f > 0`:
-/// `f = 0.DIGITS × 10^dp`.
-fn shortest_digits(f: f64) -> (Vec<u8>, i32) {
-    let s = format!("{:e}", f.abs());
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: Vec<u8> = mant.bytes().filter(u8::is_ascii_digit).collect();
-    (digits, exp + 1)
-}
-
-/// Digits of `f` rounded to `n` significant digits (n ≥ 1).
-fn rounded_digits(f: f64, n: usize) -> (Vec<u8>, i32) {
-    let s = format!("{:.*e}", n.saturating_sub(1), f.abs());
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    (mant.bytes().filter(u8::is_ascii_digit).collect(), exp + 1)
-}
-
-fn special_float(f: f64) -> Option<String> {
-    if f.is_nan() {
-        Some("NaN".into())
-    } else if f.is_infinite() {
-        Some(if f > 0.0 { "+Inf".into() } else { "-Inf".into() })
-    } else {
-        None
-    }
-}
-
-fn exp_form(neg: bool, digits: &[u8], dp: i32, upper: bool) -> String {
-    let mut s = String::new();
-    if neg {
-        s.push('-');
-    }
-    s.push(digits.first().copied().unwrap_or(b'0') as char);
-    if digits.len() > 1 {
-        s.push('.');
-        s.extend(digits[1..].iter().map(|d| *d as char));
-    }
-    let e = if digits.iter().all(|d| *d == b'0') { 0 } else { dp - 1 };
-    s.push(if upper { 'E' } else { 'e' });
-    s.push(if e < 0 { '-' } else { '+' });
-    let _ = write!(s, "{:02}", e.abs());
-    s
-}
-
-fn fixed_form(neg: bool, digits: &[u8], dp: i32, frac: usize) -> String {
-    let mut s = String::new();
-    if neg {
-        s.push('-');
-    }
-    if dp <= 0 {
-        s.push('0');
-    } else {
-        for i in 0..dp as usize {
-            s.push(digits.get(i).map(|d| *d as char).unwrap_or('0'));
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        _ => {
+            let mut p = Printer { out, flags: Flags::default() };
+            p.print_value(v, 'v', 0);
         }
     }
-    if frac > 0 {
-        s.push('.');
-        for i in 0..frac {
-            let idx = dp + i as i32;
-            s.push(if idx < 0 { '0' } else { digits.get(idx as usize).map(|d| *d as char).unwrap_or('0') });
-        }
-    }
-    s
-}
-
-/// Go's `%g` (`strconv.FormatFloat(f, 'g', prec, 64)`); `None` is the
-/// shortest representation, which `%v` uses (`1e+06`, `3.5`, `100000`).
-pub fn format_float_g(f: f64, prec: Option<usize>) -> String {
-    format_float_g_case(f, prec, false)
-}
-
-fn format_float_g_case(f: f64, prec: Option<usize>, upper: bool) -> String {
-    if let Some(s) = special_float(f) {
-        return s;
-    }
-    let neg = f.is_sign_negative();
-    if f == 0.0 {
-        return if neg { "-0".into() } else { "0".into() };
-    }
-    let (digits, dp, eprec) = match prec {
-        None => {
-            let (d, dp) = shortest_digits(f);
-            (d, dp, 6)
-        }
-        Some(p) => {
-            let p = p.max(1);
-            let (mut d, dp) = rounded_digits(f, p);
-            // %g drops trailing zeros unless `#`.
-            while d.len() > 1 && d.last() == Some(&b'0') {
-                d.pop();
-            }
-            (d, dp, p as i32)
-        }
-    };
-    let mut eprec = eprec;
-    if prec.is_some() && eprec > digits.len() as i32 && digits.len() as i32 >= dp {
-        eprec = digits.len() as i32;
-    }
-    let exp = dp - 1;
-    if exp < -4 || exp >= eprec {
-        exp_form(neg, &digits, dp, upper)
-    } else {
-        let frac = (digits.len() as i32 - dp).max(0) as usize;
-        fixed_form(neg, &digits, dp, frac)
-    }
-}
-
-fn format_float_f(f: f64, prec: usize) -> String {
-    if let Some(s) = special_float(f) {
-        return s;
-    }
-    format!("{:.*}", prec, f)
-}
-
-fn format_float_e(f: f64, prec: usize, upper: bool) -> String {
-    if let Some(s) = special_float(f) {
-        return s;
-    }
-    if f == 0.0 {
-        let mut s = String::from(if f.is_sign_negative() { "-0" } else { "0" });
-        if prec > 0 {
-            s.push('.');
-            s.extend(std::iter::repeat_n('0', prec));
-        }
-        s.push_str(if upper { "E+00" } else { "e+00" });
-        return s;
-    }
-    let (digits, dp) = rounded_digits(f, prec + 1);
-    exp_form(f.is_sign_negative(), &digits, dp, upper)
-}
-
-/// Go's `strconv.Quote`: a double-quoted string with Go escapes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                if (c as u32) < 0x10000 {
-                    let _ = write!(out, "\\u{:04x}", c as u32);
-                } else {
-                    let _ = write!(out, "\\U{:08x}", c as u32);
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[derive(Default, Clone, Copy)]
 struct Flags {
-    minus: bool,
     plus: bool,
+    minus: bool,
+    sharp: bool,
     space: bool,
     zero: bool,
-    sharp: bool,
     width: Option<usize>,
     prec: Option<usize>,
 }
 
-/// `fmt.Sprintf` with Go's verbs.
+struct Printer<'a> {
+    out: &'a mut String,
+    flags: Flags,
+}
+
+/// `fmt.Sprintf` with Go's verbs and flags.
 pub fn sprintf(format: &str, args: &[Value]) -> String {
-    let mut out = String::new();
-    let mut arg_i = 0;
-    let mut chars = format.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
+    let mut out = String::with_capacity(format.len() + 16);
+    let bytes = format.as_bytes();
+    let mut i = 0;
+    let mut argn = 0usize;
+    let mut reordered = false;
+    while i < bytes.len() {
+        // Copy literal text up to the next '%'.
+        let start = i;
+        while i < bytes.len() && bytes[i] != b'%' {
+            i += 1;
         }
+        out.push_str(&format[start..i]);
+        if i >= bytes.len() {
+            break;
+        }
+        i += 1; // '%'
         let mut flags = Flags::default();
-        while let Some(&(_, f)) = chars.peek() {
-            match f {
-                '-' => flags.minus = true,
-                '+' => flags.plus = true,
-                ' ' => flags.space = true,
-                '0' => flags.zero = true,
-                '#' => flags.sharp = true,
+        // Flags.
+        while i < bytes.len() {
+            match bytes[i] {
+                b'#' => flags.sharp = true,
+                b'0' => flags.zero = !flags.minus,
+                b'+' => flags.plus = true,
+                b'-' => {
+                    flags.minus = true;
+                    flags.zero = false;
+                }
+                b' ' => flags.space = true,
                 _ => break,
             }
-            chars.next();
+            i += 1;
         }
-        // Width: digits or `*`.
-        if chars.peek().map(|(_, c)| *c) == Some('*') {
-            chars.next();
-            match args.get(arg_i) {
+        // Argument index, width.
+        let mut good_arg = true;
+        if let Some((n, ni, ok)) = arg_index(bytes, i, args.len()) {
+            i = ni;
+            reordered = true;
+            if ok {
+                argn = n;
+            } else {
+                good_arg = false;
+            }
+        }
+        if i < bytes.len() && bytes[i] == b'*' {
+            i += 1;
+            match args.get(argn) {
                 Some(Value::Int(n)) | Some(Value::Int64(n)) => {
-                    if *n < 0 {
+                    let n = *n;
+                    if n < 0 {
                         flags.minus = true;
+                        flags.zero = false;
                     }
                     flags.width = Some(n.unsigned_abs() as usize);
                 }
                 _ => out.push_str("%!(BADWIDTH)"),
             }
-            arg_i += 1;
+            argn += 1;
         } else {
-            let mut w = String::new();
-            while let Some(&(_, d)) = chars.peek() {
-                if !d.is_ascii_digit() {
-                    break;
-                }
-                w.push(d);
-                chars.next();
-            }
-            if !w.is_empty() {
-                flags.width = w.parse().ok();
+            let (n, ni) = parse_num(bytes, i);
+            if ni > i {
+                flags.width = Some(n);
+                i = ni;
             }
         }
-        if chars.peek().map(|(_, c)| *c) == Some('.') {
-            chars.next();
-            if chars.peek().map(|(_, c)| *c) == Some('*') {
-                chars.next();
-                match args.get(arg_i) {
+        // Precision.
+        if i < bytes.len() && bytes[i] == b'.' {
+            i += 1;
+            if let Some((n, ni, ok)) = arg_index(bytes, i, args.len()) {
+                i = ni;
+                reordered = true;
+                if ok {
+                    argn = n;
+                } else {
+                    good_arg = false;
+                }
+            }
+            if i < bytes.len() && bytes[i] == b'*' {
+                i += 1;
+                match args.get(argn) {
                     Some(Value::Int(n)) | Some(Value::Int64(n)) if *n >= 0 => flags.prec = Some(*n as usize),
+                    Some(Value::Int(_)) | Some(Value::Int64(_)) => flags.prec = None,
                     _ => out.push_str("%!(BADPREC)"),
                 }
-                arg_i += 1;
+                argn += 1;
             } else {
-                let mut p = String::new();
-                while let Some(&(_, d)) = chars.peek() {
-                    if !d.is_ascii_digit() {
-                        break;
-                    }
-                    p.push(d);
-                    chars.next();
-                }
-                flags.prec = Some(p.parse().unwrap_or(0));
+                let (n, ni) = parse_num(bytes, i);
+                flags.prec = Some(n);
+                i = ni;
             }
         }
-        let Some((_, verb)) = chars.next() else {
+        if let Some((n, ni, ok)) = arg_index(bytes, i, args.len()) {
+            i = ni;
+            reordered = true;
+            if ok {
+                argn = n;
+            } else {
+                good_arg = false;
+            }
+        }
+        if i >= bytes.len() {
             out.push_str("%!(NOVERB)");
             break;
+        }
+        let verb = match format[i..].chars().next() {
+            Some(c) => c,
+            None => break,
         };
+        i += verb.len_utf8();
         if verb == '%' {
             out.push('%');
             continue;
         }
-        let Some(arg) = args.get(arg_i) else {
-            let _ = write!(out, "%!{verb}(MISSING)");
+        if !good_arg {
+            let _ = write!(out, "%!{verb}(BADINDEX)");
             continue;
-        };
-        arg_i += 1;
-        let body = format_verb(verb, arg, &flags);
-        out.push_str(&pad(&body, &flags, verb, arg));
+        }
+        match args.get(argn) {
+            None => {
+                let _ = write!(out, "%!{verb}(MISSING)");
+            }
+            Some(arg) => {
+                argn += 1;
+                let mut flags = flags;
+                if verb == 'v' {
+                    // %+v is struct-field syntax, not a sign.
+                    flags.plus = false;
+                }
+                let mut p = Printer { out: &mut out, flags };
+                p.print_arg(arg, verb);
+            }
+        }
     }
-    if arg_i < args.len() {
+    if !reordered && argn < args.len() {
         out.push_str("%!(EXTRA ");
-        for (i, a) in args[arg_i..].iter().enumerate() {
-            if i > 0 {
+        for (k, arg) in args[argn..].iter().enumerate() {
+            if k > 0 {
                 out.push_str(", ");
             }
-            let _ = write!(out, "{}={}", a.type_name(), format_value(a));
+            if arg.is_nil() {
+                out.push_str("<nil>");
+            } else {
+                out.push_str(&arg.type_name());
+                out.push('=');
+                write_value(&mut out, arg);
+            }
         }
         out.push(')');
     }
     out
 }
 
-fn pad(body: &str, flags: &Flags, verb: char, arg: &Value) -> String {
-    let Some(width) = flags.width else { return body.to_string() };
-    let len = body.chars().count();
-    if len >= width {
-        return body.to_string();
-    }
-    let fill = width - len;
-    if flags.minus {
-        return format!("{body}{}", " ".repeat(fill));
-    }
-    let numeric = matches!(arg, Value::Int(_) | Value::Int64(_) | Value::Float(_))
-        && matches!(verb, 'd' | 'v' | 'f' | 'F' | 'e' | 'E' | 'g' | 'G' | 'x' | 'X' | 'o' | 'b');
-    if flags.zero && numeric {
-        // Zeros go after the sign.
-        let (sign, rest) = match body.chars().next() {
-            Some(c @ ('-' | '+' | ' ')) => (c.to_string(), &body[1..]),
-            _ => (String::new(), body),
-        };
-        return format!("{sign}{}{rest}", "0".repeat(fill));
-    }
-    if flags.zero && matches!(arg, Value::String(_)) {
-        return format!("{}{body}", "0".repeat(fill));
-    }
-    format!("{}{body}", " ".repeat(fill))
-}
-
-fn bad_verb(verb: char, arg: &Value) -> String {
-    match arg {
-        Value::Nil => format!("%!{verb}(<nil>)"),
-        _ => format!("%!{verb}({}={})", arg.type_name(), format_value(arg)),
-    }
-}
-
-fn sign(s: String, flags: &Flags, negative: bool) -> String {
-    if negative {
-        s
-    } else if flags.plus {
-        format!("+{s}")
-    } else if flags.space {
-        format!(" {s}")
-    } else {
-        s
-    }
-}
-
-fn format_int(verb: char, i: i64, flags: &Flags) -> Option<String> {
-    let neg = i < 0;
-    let a = i.unsigned_abs();
-    let digits = match verb {
-        'd' | 'v' => a.to_string(),
-        'x' => format!("{a:x}"),
-        'X' => format!("{a:X}"),
-        'o' | 'O' => format!("{a:o}"),
-        'b' => format!("{a:b}"),
-        'c' => return char::from_u32(i as u32).map(|c| c.to_string()),
-        'q' => return char::from_u32(i as u32).map(|c| format!("'{}'", c.escape_default())),
-        'U' => {
-            let s = format!("U+{a:04X}");
-            return Some(if flags.sharp { format!("{s} '{}'", char::from_u32(i as u32).unwrap_or('?')) } else { s });
+fn parse_num(bytes: &[u8], mut i: usize) -> (usize, usize) {
+    let mut n = 0usize;
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        n = n.saturating_mul(10).saturating_add((bytes[i] - b'0') as usize);
+        if n > 1_000_000 {
+            n = 1_000_000;
         }
-        'e' | 'E' | 'f' | 'F' | 'g' | 'G' | 's' | 't' => return None,
-        _ => return None,
-    };
-    let mut digits = match flags.prec {
-        Some(p) if digits.len() < p => format!("{}{digits}", "0".repeat(p - digits.len())),
-        Some(0) if a == 0 => String::new(),
-        _ => digits,
-    };
-    if flags.sharp {
-        match verb {
-            'x' => digits = format!("0x{digits}"),
-            'X' => digits = format!("0X{digits}"),
-            'o' => digits = format!("0{digits}"),
-            'b' => digits = format!("0b{digits}"),
-            _ => {}
+        i += 1;
+    }
+    (n, i)
+}
+
+/// `[n]` at `i`: (zero-based index, position after, valid).
+fn arg_index(bytes: &[u8], i: usize, nargs: usize) -> Option<(usize, usize, bool)> {
+    if i >= bytes.len() || bytes[i] != b'[' {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < bytes.len() && bytes[j] != b']' {
+        j += 1;
+    }
+    if j >= bytes.len() {
+        return Some((0, i + 1, false));
+    }
+    let (n, ni) = parse_num(bytes, i + 1);
+    if ni != j || n == 0 || n > nargs {
+        return Some((0, j + 1, false));
+    }
+    Some((n - 1, j + 1, true))
+}
+
+impl Printer<'_> {
+    fn pad(&mut self, s: &str) {
+        let width = self.flags.width.unwrap_or(0);
+        let len = s.chars().count();
+        if len >= width {
+            self.out.push_str(s);
+            return;
+        }
+        let fill = width - len;
+        if self.flags.minus {
+            self.out.push_str(s);
+            self.out.extend(std::iter::repeat_n(' ', fill));
+        } else {
+            let c = if self.flags.zero { '0' } else { ' ' };
+            self.out.extend(std::iter::repeat_n(c, fill));
+            self.out.push_str(s);
         }
     }
-    if verb == 'O' {
-        digits = format!("0o{digits}");
+
+    fn bad_verb(&mut self, v: &Value, verb: char) {
+        self.out.push_str("%!");
+        self.out.push(verb);
+        self.out.push('(');
+        if v.is_nil() {
+            self.out.push_str("<nil>");
+        } else {
+            self.out.push_str(&v.type_name());
+            self.out.push('=');
+            let saved = self.flags;
+            self.flags = Flags::default();
+            self.print_value(v, 'v', 0);
+            self.flags = saved;
+        }
+        self.out.push(')');
     }
-    Some(sign(if neg { format!("-{digits}") } else { digits }, flags, neg))
-}
 
-fn format_float(verb: char, f: f64, flags: &Flags) -> Option<String> {
-    let neg = f.is_sign_negative() && !f.is_nan();
-    let s = match verb {
-        'v' | 'g' => format_float_g(f, flags.prec),
-        'G' => format_float_g_case(f, flags.prec, true),
-        'f' | 'F' => format_float_f(f, flags.prec.unwrap_or(6)),
-        'e' => format_float_e(f, flags.prec.unwrap_or(6), false),
-        'E' => format_float_e(f, flags.prec.unwrap_or(6), true),
-        _ => return None,
-    };
-    Some(sign(s, flags, neg))
-}
+    /// A top-level argument.
+    fn print_arg(&mut self, v: &Value, verb: char) {
+        if v.is_nil() {
+            match verb {
+                'T' | 'v' => self.pad("<nil>"),
+                _ => self.bad_verb(v, verb),
+            }
+            return;
+        }
+        if verb == 'T' {
+            let t = v.type_name();
+            self.pad(&t);
+            return;
+        }
+        if verb == 'p' {
+            self.bad_verb(v, verb);
+            return;
+        }
+        self.print_value(v, verb, 0);
+    }
 
-fn format_string(verb: char, s: &str, flags: &Flags) -> Option<String> {
-    let s = match flags.prec {
-        Some(p) if matches!(verb, 's' | 'v' | 'q') => s.chars().take(p).collect::<String>(),
-        _ => s.to_string(),
-    };
-    Some(match verb {
-        's' | 'v' => s,
-        'q' => {
-            if flags.sharp && !s.contains('`') {
-                format!("`{s}`")
-            } else {
-                go_quote(&s)
+    fn print_value(&mut self, v: &Value, verb: char, depth: usize) {
+        match v {
+            Value::Nil => {
+                if self.flags.sharp && verb == 'v' {
+                    self.out.push_str("interface {}(nil)");
+                } else if depth == 0 && verb != 'v' {
+                    self.bad_verb(v, verb);
+                } else {
+                    self.pad("<nil>");
+                }
+            }
+            Value::Bool(b) => match verb {
+                't' | 'v' => self.pad(if *b { "true" } else { "false" }),
+                _ => self.bad_verb(v, verb),
+            },
+            Value::Int(i) | Value::Int64(i) => self.fmt_int(v, *i, verb),
+            Value::Float(f) => self.fmt_float(v, *f, verb),
+            Value::String(s) => self.fmt_string(v, s, verb),
+            Value::Bytes(b) => match verb {
+                's' | 'q' | 'x' | 'X' => self.fmt_bytes(b, verb),
+                _ => {
+                    if self.flags.sharp && verb == 'v' {
+                        self.out.push_str("[]byte{");
+                        for (k, x) in b.iter().enumerate() {
+                            if k > 0 {
+                                self.out.push_str(", ");
+                            }
+                            let _ = write!(self.out, "0x{x:x}");
+                        }
+                        self.out.push('}');
+                        return;
+                    }
+                    self.out.push('[');
+                    for (k, x) in b.iter().enumerate() {
+                        if k > 0 {
+                            self.out.push(' ');
+                        }
+                        self.fmt_int(&Value::Int(*x as i64), *x as i64, verb);
+                    }
+                    self.out.push(']');
+                }
+            },
+            Value::List(items) => {
+                if self.flags.sharp && verb == 'v' {
+                    self.out.push_str("[]interface {}{");
+                    for (k, x) in items.iter().enumerate() {
+                        if k > 0 {
+                            self.out.push_str(", ");
+                        }
+                        self.print_value(x, verb, depth + 1);
+                    }
+                    self.out.push('}');
+                    return;
+                }
+                self.out.push('[');
+                for (k, x) in items.iter().enumerate() {
+                    if k > 0 {
+                        self.out.push(' ');
+                    }
+                    self.print_value(x, verb, depth + 1);
+                }
+                self.out.push(']');
+            }
+            Value::Map(m) => {
+                let m = m.borrow();
+                if self.flags.sharp && verb == 'v' {
+                    self.out.push_str("map[string]interface {}{");
+                    for (k, (key, x)) in m.iter().enumerate() {
+                        if k > 0 {
+                            self.out.push_str(", ");
+                        }
+                        self.out.push_str(&quote(key, false));
+                        self.out.push(':');
+                        self.print_value(x, verb, depth + 1);
+                    }
+                    self.out.push('}');
+                    return;
+                }
+                self.out.push_str("map[");
+                for (k, (key, x)) in m.iter().enumerate() {
+                    if k > 0 {
+                        self.out.push(' ');
+                    }
+                    self.fmt_string(&Value::Nil, key, verb);
+                    self.out.push(':');
+                    self.print_value(x, verb, depth + 1);
+                }
+                self.out.push(']');
+            }
+            Value::Object(o) => {
+                let s = o.go_string();
+                self.pad(&s);
             }
         }
-        'x' => s.bytes().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(if flags.space { " " } else { "" }),
-        'X' => s.bytes().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(if flags.space { " " } else { "" }),
-        _ => return None,
-    })
+    }
+
+    fn fmt_string(&mut self, v: &Value, s: &str, verb: char) {
+        match verb {
+            'v' => {
+                if self.flags.sharp {
+                    let q = quote(s, false);
+                    self.pad(&q);
+                } else {
+                    self.pad_prec(s);
+                }
+            }
+            's' => self.pad_prec(s),
+            'q' => {
+                let s = self.truncate(s);
+                let q = if self.flags.sharp && can_backquote(s) { format!("`{s}`") } else { quote(s, self.flags.plus) };
+                self.pad(&q);
+            }
+            'x' | 'X' => {
+                let s = self.truncate(s).to_string();
+                self.fmt_bytes(s.as_bytes(), verb)
+            }
+            _ => {
+                if matches!(v, Value::Nil) {
+                    // A map key under a verb that strings don't take.
+                    self.bad_verb(&Value::str(s), verb)
+                } else {
+                    self.bad_verb(v, verb)
+                }
+            }
+        }
+    }
+
+    fn truncate<'s>(&self, s: &'s str) -> &'s str {
+        match self.flags.prec {
+            Some(p) => match s.char_indices().nth(p) {
+                Some((idx, _)) => &s[..idx],
+                None => s,
+            },
+            None => s,
+        }
+    }
+
+    fn pad_prec(&mut self, s: &str) {
+        let t = self.truncate(s);
+        self.pad(t);
+    }
+
+    fn fmt_bytes(&mut self, b: &[u8], verb: char) {
+        match verb {
+            's' => {
+                let s = String::from_utf8_lossy(b).into_owned();
+                self.pad_prec(&s);
+            }
+            'q' => {
+                let s = String::from_utf8_lossy(b).into_owned();
+                self.fmt_string(&Value::Nil, &s, 'q');
+            }
+            _ => {
+                let b = match self.flags.prec {
+                    Some(p) if p < b.len() => &b[..p],
+                    _ => b,
+                };
+                let mut s = String::with_capacity(b.len() * 2 + 2);
+                for (k, x) in b.iter().enumerate() {
+                    if self.flags.space && k > 0 {
+                        s.push(' ');
+                    }
+                    if self.flags.sharp && (k == 0 || self.flags.space) {
+                        s.push_str(if verb == 'x' { "0x" } else { "0X" });
+                    }
+                    if verb == 'x' {
+                        let _ = write!(s, "{x:02x}");
+                    } else {
+                        let _ = write!(s, "{x:02X}");
+                    }
+                }
+                self.pad(&s);
+            }
+        }
+    }
+
+    fn fmt_int(&mut self, v: &Value, i: i64, verb: char) {
+        let neg = i < 0;
+        let u = i.unsigned_abs();
+        let digits = match verb {
+            'v' | 'd' => u.to_string(),
+            'b' => format!("{u:b}"),
+            'o' | 'O' => format!("{u:o}"),
+            'x' => format!("{u:x}"),
+            'X' => format!("{u:X}"),
+            'c' => {
+                let c = char::from_u32(i as u32).unwrap_or('\u{FFFD}');
+                self.pad(&c.to_string());
+                return;
+            }
+            'q' => {
+                let c = char::from_u32(i as u32).unwrap_or('\u{FFFD}');
+                let q = quote_rune(c, self.flags.plus);
+                self.pad(&q);
+                return;
+            }
+            'U' => {
+                let mut s = format!("U+{u:04X}");
+                if self.flags.sharp
+                    && let Some(c) = char::from_u32(i as u32)
+                    && !c.is_control()
+                {
+                    let _ = write!(s, " '{c}'");
+                }
+                self.pad(&s);
+                return;
+            }
+            _ => {
+                self.bad_verb(v, verb);
+                return;
+            }
+        };
+        let mut digits = digits;
+        if let Some(p) = self.flags.prec {
+            if p == 0 && u == 0 {
+                digits.clear();
+            }
+            while digits.len() < p {
+                digits.insert(0, '0');
+            }
+        }
+        let mut prefix = String::new();
+        if neg {
+            prefix.push('-');
+        } else if self.flags.plus {
+            prefix.push('+');
+        } else if self.flags.space {
+            prefix.push(' ');
+        }
+        if self.flags.sharp {
+            match verb {
+                'b' => prefix.push_str("0b"),
+                'o' if !digits.starts_with('0') => prefix.push('0'),
+                'x' => prefix.push_str("0x"),
+                'X' => prefix.push_str("0X"),
+                _ => {}
+            }
+        }
+        if verb == 'O' {
+            prefix.push_str("0o");
+        }
+        let width = self.flags.width.unwrap_or(0);
+        if self.flags.zero && !self.flags.minus && self.flags.prec.is_none() {
+            let len = prefix.len() + digits.len();
+            if len < width {
+                let mut s = prefix;
+                s.extend(std::iter::repeat_n('0', width - len));
+                s.push_str(&digits);
+                self.out.push_str(&s);
+                return;
+            }
+        }
+        prefix.push_str(&digits);
+        let saved = self.flags.zero;
+        self.flags.zero = false;
+        self.pad(&prefix);
+        self.flags.zero = saved;
+    }
+
+    fn fmt_float(&mut self, v: &Value, f: f64, verb: char) {
+        let (verb, prec) = match verb {
+            'v' => ('g', None),
+            'g' | 'G' => (verb, self.flags.prec),
+            'e' | 'E' | 'f' | 'F' => (verb, Some(self.flags.prec.unwrap_or(6))),
+            _ => {
+                self.bad_verb(v, verb);
+                return;
+            }
+        };
+        let prec = if verb == 'g' || verb == 'G' { self.flags.prec.or(prec) } else { prec };
+        let mut num = format_float(f, verb, prec);
+        if self.flags.sharp && !num.contains('.') && f.is_finite() {
+            // '#' keeps a decimal point.
+            match num.find(['e', 'E']) {
+                Some(pos) => num.insert(pos, '.'),
+                None => num.push('.'),
+            }
+        }
+        let (sign, body) = if let Some(rest) = num.strip_prefix('-') {
+            ("-", rest.to_string())
+        } else if self.flags.plus {
+            ("+", num)
+        } else if self.flags.space {
+            (" ", num)
+        } else if f.is_infinite() {
+            ("+", num)
+        } else {
+            ("", num)
+        };
+        if !f.is_finite() {
+            let sign = if f.is_nan() && !self.flags.plus && !self.flags.space { "" } else { sign };
+            let s = format!("{sign}{body}");
+            let saved = self.flags.zero;
+            self.flags.zero = false;
+            self.pad(&s);
+            self.flags.zero = saved;
+            return;
+        }
+        let width = self.flags.width.unwrap_or(0);
+        if self.flags.zero && !self.flags.minus {
+            let len = sign.len() + body.len();
+            if len < width {
+                self.out.push_str(sign);
+                self.out.extend(std::iter::repeat_n('0', width - len));
+                self.out.push_str(&body);
+                return;
+            }
+        }
+        let s = format!("{sign}{body}");
+        let saved = self.flags.zero;
+        self.flags.zero = false;
+        self.pad(&s);
+        self.flags.zero = saved;
+    }
 }
 
-fn format_verb(verb: char, arg: &Value, flags: &Flags) -> String {
-    if verb == 'T' {
-        return arg.type_name();
-    }
-    let inner = Flags { width: None, ..*flags };
-    let formatted = match arg {
-        Value::Nil => match verb {
-            'v' => Some("<nil>".to_string()),
-            _ => None,
-        },
-        Value::Bool(b) => match verb {
-            't' | 'v' => Some(b.to_string()),
-            _ => None,
-        },
-        Value::Int(i) | Value::Int64(i) => format_int(verb, *i, &inner),
-        Value::Float(f) => format_float(verb, *f, &inner),
-        Value::String(s) => format_string(verb, s, &inner),
-        Value::Bytes(b) => match verb {
-            's' => Some(String::from_utf8_lossy(b).into_owned()),
-            'q' => Some(go_quote(&String::from_utf8_lossy(b))),
-            'x' => Some(b.iter().map(|b| format!("{b:02x}")).collect()),
-            'X' => Some(b.iter().map(|b| format!("{b:02X}")).collect()),
-            'v' | 'd' => Some(format_value(arg)),
-            _ => None,
-        },
-        Value::List(items) => {
-            let parts: Vec<String> = items.iter().map(|i| format_verb(verb, i, &inner)).collect();
-            Some(format!("[{}]", parts.join(" ")))
-        }
-        Value::Map(m) => {
-            let parts: Vec<String> = m
-                .borrow()
-                .iter()
-                .map(|(k, v)| {
-                    format!("{}:{}", format_verb(verb, &Value::str(k.as_str()), &inner), format_verb(verb, v, &inner))
-                })
-                .collect();
-            Some(format!("map[{}]", parts.join(" ")))
-        }
-        Value::Object(o) => match verb {
-            'v' | 's' => Some(o.go_string()),
-            _ => None,
-        },
+/// Decimal digits and the decimal point position of `|f|` (value =
+/// 0.DIGITS × 10^dp), shortest round-trip or rounded to `sig` significant digits.
+fn float_digits(f: f64, sig: Option<usize>) -> (String, i32) {
+    let s = match sig {
+        None => format!("{:e}", f.abs()),
+        Some(p) => format!("{:.*e}", p.saturating_sub(1), f.abs()),
     };
-    formatted.unwrap_or_else(|| bad_verb(verb, arg))
+    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let mut digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+    while digits.len() > 1 && digits.ends_with('0') {
+        digits.pop();
+    }
+    if digits == "0" {
+        return ("0".into(), 1);
+    }
+    (digits, exp + 1)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    #[test]
-    fn floats_print_as_go_prints_them() {
-        let cases = [
-            (1.0, "1"),
-            (3.5, "3.5"),
-            (100000.0, "100000"),
-            (1e6, "1e+06"),
-            (1234567.0, "1.234567e+06"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (-2.5, "-2.5"),
-            (1e21, "1e+21"),
-            (0.1 + 0.2, "0.30000000000000004"),
-        ];
-        for (f, want) in cases {
-            assert_eq!(format_value(&Value::Float(f)), want, "{f}");
+/// strconv.FormatFloat(f, verb, prec, 64) for e, E, f, F, g, G.
+pub(crate) fn format_float(f: f64, verb: char, prec: Option<usize>) -> String {
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "Inf".into() } else { "-Inf".into() };
+    }
+    let neg = f.is_sign_negative();
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    match verb {
+        'f' | 'F' => {
+            let p = prec.unwrap_or(6);
+            let _ = write!(out, "{:.*}", p, f.abs());
+        }
+        'e' | 'E' => {
+            let p = prec.unwrap_or(6);
+            let s = format!("{:.*e}", p, f.abs());
+            out.push_str(&go_exp(&s, verb == 'E'));
+        }
+        _ => {
+            // 'g' / 'G'
+            let shortest = prec.is_none();
+            let sig = prec.map(|p| p.max(1));
+            let (digits, dp) = float_digits(f, sig);
+            let nd = digits.len() as i32;
+            let mut eprec = match sig {
+                None => nd,
+                Some(p) => p as i32,
+            };
+            if eprec > nd && nd >= dp {
+                eprec = nd;
+            }
+            if shortest {
+                eprec = 6;
+            }
+            let exp = dp - 1;
+            let upper = verb == 'G';
+            if exp < -4 || exp >= eprec {
+                // %e with nd-1 digits after the point.
+                out.push_str(&digits[..1]);
+                if nd > 1 {
+                    out.push('.');
+                    out.push_str(&digits[1..]);
+                }
+                out.push(if upper { 'E' } else { 'e' });
+                let _ = write!(out, "{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+            } else if dp <= 0 {
+                out.push_str("0.");
+                out.extend(std::iter::repeat_n('0', (-dp) as usize));
+                out.push_str(&digits);
+            } else if dp >= nd {
+                out.push_str(&digits);
+                out.extend(std::iter::repeat_n('0', (dp - nd) as usize));
+            } else {
+                out.push_str(&digits[..dp as usize]);
+                out.push('.');
+                out.push_str(&digits[dp as usize..]);
+            }
         }
     }
+    out
+}
 
-    #[test]
-    fn collections_print_with_v() {
-        let m = Value::map(BTreeMap::from([("b".to_string(), Value::Int(2)), ("a".to_string(), Value::str("x"))]));
-        assert_eq!(format_value(&m), "map[a:x b:2]");
-        let l = Value::list(vec![Value::str("a"), Value::Nil, Value::Float(1.5)]);
-        assert_eq!(format_value(&l), "[a <nil> 1.5]");
-    }
+/// Rust's `1.5e6` → Go's `1.5e+06`.
+fn go_exp(s: &str, upper: bool) -> String {
+    let (mant, exp) = s.split_once('e').unwrap_or((s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    format!("{mant}{}{}{:02}", if upper { 'E' } else { 'e' }, if exp < 0 { '-' } else { '+' }, exp.abs())
+}
 
-    #[test]
-    fn sprint_spaces_only_between_non_strings() {
-        assert_eq!(sprint(&[Value::str("a"), Value::str("b")]), "ab");
-        assert_eq!(sprint(&[Value::Int(1), Value::Int(2)]), "1 2");
-        assert_eq!(sprint(&[Value::str("a"), Value::Int(1), Value::Int(2), Value::str("b")]), "a1 2b");
-        assert_eq!(sprintln(&[Value::str("a"), Value::str("b")]), "a b\n");
-    }
+fn can_backquote(s: &str) -> bool {
+    s.chars().all(|c| c != '`' && c != '\u{FEFF}' && (c == '\t' || !c.is_control()))
+}
 
-    #[test]
-    fn printf_verbs_and_errors() {
-        let s = |f: &str, args: &[Value]| sprintf(f, args);
-        assert_eq!(s("%d", &[Value::Int(42)]), "42");
-        assert_eq!(s("%d", &[Value::Float(80.0)]), "%!d(float64=80)");
-        assert_eq!(s("%s", &[Value::Int(5)]), "%!s(int=5)");
-        assert_eq!(
-            s(
-                "%05d|%-4d|%x|%X|%o|%b",
-                &[Value::Int(42), Value::Int(7), Value::Int(255), Value::Int(255), Value::Int(8), Value::Int(5)]
-            ),
-            "00042|7   |ff|FF|10|101"
-        );
-        assert_eq!(s("%q", &[Value::str("a\"b\n")]), r#""a\"b\n""#);
-        assert_eq!(
-            s("%.2f|%8.3f|%e|%g", &[Value::Float(1.23456), Value::Float(2.5), Value::Float(1234.5), Value::Float(1e6)]),
-            "1.23|   2.500|1.234500e+03|1e+06"
-        );
-        assert_eq!(s("%v %v", &[Value::Int(1)]), "1 %!v(MISSING)");
-        assert_eq!(s("%v", &[Value::Int(1), Value::str("x")]), "1%!(EXTRA string=x)");
-        assert_eq!(s("%s", &[Value::list(vec![Value::str("a"), Value::str("b")])]), "[a b]");
-        assert_eq!(s("%t %v", &[Value::Bool(true), Value::Nil]), "true <nil>");
-        assert_eq!(s("%s", &[Value::Nil]), "%!s(<nil>)");
-        assert_eq!(s("%5s|%-5s|%.2s", &[Value::str("ab"), Value::str("ab"), Value::str("abc")]), "   ab|ab   |ab");
-        assert_eq!(s("%T %T %T", &[Value::Float(1.0), Value::str("x"), Value::Int(1)]), "float64 string int");
-        assert_eq!(s("%x", &[Value::str("hi")]), "6869");
-        assert_eq!(s("%c|%U", &[Value::Int(65), Value::Int(65)]), "A|U+0041");
-        assert_eq!(s("%+d|% d", &[Value::Int(5), Value::Int(5)]), "+5| 5");
-        assert_eq!(s("100%%", &[]), "100%");
+/// strconv.Quote (or QuoteToASCII with `ascii`).
+pub fn quote(s: &str, ascii: bool) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        push_escaped(&mut out, c, '"', ascii);
     }
+    out.push('"');
+    out
+}
+
+fn quote_rune(c: char, ascii: bool) -> String {
+    let mut out = String::from("'");
+    push_escaped(&mut out, c, '\'', ascii);
+    out.push('\'');
+    out
+}
+
+fn push_escaped(out: &mut String, c: char, q: char, ascii: bool) {
+    if c == q || c == '\\' {
+        out.push('\\');
+        out.push(c);
+        return;
+    }
+    if ascii {
+        if (c as u32) < 0x80 && is_print(c) {
+            out.push(c);
+            return;
+        }
+    } else if is_print(c) {
+        out.push(c);
+        return;
+    }
+    match c {
+        '\u{7}' => out.push_str("\\a"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{b}' => out.push_str("\\v"),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c if (c as u32) < 0x10000 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\U{:08x}", c as u32);
+        }
+    }
+}
+
+/// Go's strconv.IsPrint, approximated: not a control or format character, not a
+/// line/paragraph separator and not a non-ASCII space other than U+0020.
+fn is_print(c: char) -> bool {
+    if (c as u32) < 0x80 {
+        return (' '..='~').contains(&c);
+    }
+    !(c.is_control()
+        || c.is_whitespace()
+        || matches!(c as u32, 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E | 0x200B..=0x200F
+            | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB
+            | 0xE000..=0xF8FF | 0xD800..=0xDFFF)
+        || (c as u32 & 0xFFFE) == 0xFFFE)
 }

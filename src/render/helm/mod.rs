@@ -272,76 +272,36 @@ fn hook_of(doc: &str) -> Option<String> {
 
 fn template_error(label: &str, e: &gotmpl::TemplateError) -> RenderError {
     // Helm's names start with the chart's own name; the label says where the chart is.
-    let inner = e.template.split_once('/').map(|(_, rest)| rest).unwrap_or(&e.template);
+    // The innermost template is where the author has to look; Go's full
+    // message (with the including templates) follows.
+    let (template, line, detail) = e.innermost();
+    let inner = template.split_once('/').map(|(_, rest)| rest).unwrap_or(template);
     let file = format!("{label}/{inner}");
-    let mut message = match e.kind {
+    let message = match e.kind {
         TemplateErrorKind::Parse => format!("parse error: {}", e.message),
-        TemplateErrorKind::Fail => format!("execution error: {}", e.message),
-        _ if e.context.is_empty() => e.message.clone(),
-        _ => format!("executing \"{}\" at <{}>: {}", e.name, e.context, e.message),
+        TemplateErrorKind::Fail => format!("execution error: {detail}"),
+        TemplateErrorKind::Limit => format!("limit reached: {detail}"),
+        _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
+        _ => e.message.clone(),
     };
-    for t in &e.trace {
-        message.push_str(&format!(" (included from {t})"));
-    }
-    match e.kind {
-        TemplateErrorKind::Limit => {
-            RenderError::Template { file, line: e.line, message: format!("limit reached: {message}") }
-        }
-        _ => RenderError::Template { file, line: e.line, message },
-    }
+    RenderError::Template { file, line, message: shorten(&message, 2048) }
 }
 
-/// YAML for a map of strings as Helm's `toYaml` writes it (for
-/// `.Files.AsConfig`), until the function library's emitter is used.
-pub(crate) fn to_yaml(v: &Value) -> String {
-    let mut out = String::new();
-    if let Value::Map(m) = v {
-        for (k, val) in m.borrow().iter() {
-            let s = match val {
-                Value::String(s) => s.to_string(),
-                other => gotmpl::fmt::format_value(other),
-            };
-            out.push_str(&yaml_key(k));
-            if s.contains('\n') {
-                let chomp = if s.ends_with('\n') { "|" } else { "|-" };
-                out.push_str(": ");
-                out.push_str(chomp);
-                out.push('\n');
-                for line in s.trim_end_matches('\n').split('\n') {
-                    if !line.is_empty() {
-                        out.push_str("  ");
-                        out.push_str(line);
-                    }
-                    out.push('\n');
-                }
-            } else {
-                out.push_str(": ");
-                out.push_str(&yaml_scalar(&s));
-                out.push('\n');
-            }
-        }
+/// Keeps a message readable in a condition: Go nests the text of every
+/// including template, which a runaway recursion makes enormous.
+fn shorten(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_string();
     }
-    out.trim_end_matches('\n').to_string()
-}
-
-fn yaml_key(k: &str) -> String {
-    yaml_scalar(k)
-}
-
-fn yaml_scalar(s: &str) -> String {
-    let plain = !s.is_empty()
-        && !s.starts_with([
-            ' ', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`',
-        ])
-        && !s.ends_with(' ')
-        && !s.contains(": ")
-        && !s.contains(" #")
-        && !matches!(
-            s.to_ascii_lowercase().as_str(),
-            "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "null" | "~"
-        )
-        && s.parse::<f64>().is_err();
-    if plain { s.to_string() } else { serde_json::Value::String(s.to_string()).to_string() }
+    let mut head = max / 2;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - max / 2;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} [... {} bytes ...] {}", &message[..head], tail - head, &message[tail..])
 }
 
 #[cfg(test)]

@@ -325,7 +325,8 @@ impl Files {
             return String::new();
         }
         let map = Value::map(entries.into_iter().map(|(k, v)| (k, Value::str(v))).collect());
-        crate::render::helm::to_yaml(&map)
+        // Helm's toYaml: sigs.k8s.io/yaml, the trailing newline trimmed.
+        crate::render::gotmpl::value_to_yaml(&map).trim_end_matches('\n').to_string()
     }
 }
 

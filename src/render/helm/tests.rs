@@ -117,14 +117,14 @@ fn null_in_user_values_deletes_a_default() {
         dir.path(),
         &[
             ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"),
-            ("values.yaml", "a: 1\nb: {x: 1, y: 2}\n"),
+            ("values.yaml", "a: 1\nb: {p: 1, q: 2}\n"),
             ("templates/t.yaml", "a: {{ .Values.a }}\nb: {{ .Values.b }}\n"),
         ],
     );
     let mut opts = HelmOptions::new("r", "n");
-    opts.values = serde_json::json!({"a": null, "b": {"y": null}});
+    opts.values = serde_json::json!({"a": null, "b": {"q": null}});
     let out = contents(&render(dir.path(), &opts));
-    assert_eq!(out, vec!["a: \nb: map[x:1]".to_string()]);
+    assert_eq!(out, vec!["a: \nb: map[p:1]".to_string()]);
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn capabilities_release_and_chart_objects() {
             ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\nappVersion: \"2.1\"\n"),
             (
                 "templates/t.yaml",
-                "kv: {{ .Capabilities.KubeVersion }} {{ .Capabilities.KubeVersion.Minor }}\nhas: {{ .Capabilities.APIVersions.Has \"apps/v1\" }} {{ .Capabilities.APIVersions.Has \"x.io/v1\" }}\nrel: {{ .Release }}\nchart: {{ .Chart.Name }} {{ .Chart.AppVersion }} {{ .Chart.Home }}|\n",
+                "kv: {{ .Capabilities.KubeVersion }} {{ .Capabilities.KubeVersion.Minor }}\nhas: {{ .Capabilities.APIVersions.Has \"apps/v1\" }} {{ .Capabilities.APIVersions.Has \"x.io/v1\" }} {{ len .Capabilities.APIVersions }} {{ range .Capabilities.APIVersions }}{{ if eq . \"x.io/v1\" }}{{ . }}{{ end }}{{ end }}\nrel: {{ .Release }}\nchart: {{ .Chart.Name }} {{ .Chart.AppVersion }} {{ .Chart.Home }}|\n",
             ),
         ],
     );
@@ -167,7 +167,7 @@ fn capabilities_release_and_chart_objects() {
     let out = contents(&render(dir.path(), &opts));
     assert_eq!(
         out[0],
-        "kv: v1.30.2 30\nhas: true true\nrel: map[IsInstall:true IsUpgrade:false Name:r Namespace:n Revision:1 Service:Helm]\nchart: c 2.1 |"
+        "kv: v1.30.2 30\nhas: true true 58 x.io/v1\nrel: map[IsInstall:true IsUpgrade:false Name:r Namespace:n Revision:1 Service:Helm]\nchart: c 2.1 |"
     );
 }
 

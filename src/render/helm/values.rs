@@ -11,19 +11,15 @@ type Map = serde_json::Map<String, Value>;
 /// The key whose table flows from a parent into every subchart.
 pub const GLOBAL_KEY: &str = "global";
 
-/// Parses a values document: an empty one is an empty map; anything but a
-/// map is an error.
+/// Parses a values document as Helm does (go-yaml v2 through
+/// sigs.k8s.io/yaml: `yes`/`on` are booleans, numbers are float64): an empty
+/// one is an empty map; anything but a map is an error.
 pub fn parse_values(text: &str) -> Result<Value, String> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| e.to_string())?;
-    let mut docs = docs.into_iter().filter(|d| !d.is_null());
-    let first = docs.next();
-    if docs.next().is_some() {
-        return Err("values must be one YAML document".into());
-    }
-    match first {
-        None => Ok(Value::Object(Map::new())),
-        Some(v @ Value::Object(_)) => Ok(v),
-        Some(other) => Err(format!("values must be a mapping, not {}", kind(&other))),
+    let v = crate::render::gotmpl::yaml_to_value(text)?.to_json();
+    match v {
+        Value::Null => Ok(Value::Object(Map::new())),
+        v @ Value::Object(_) => Ok(v),
+        other => Err(format!("values must be a mapping, not {}", kind(&other))),
     }
 }
 
