@@ -230,6 +230,8 @@ const CASES: &[&str] = &[
     r##"with .Values.nested.a }}{{ toYaml . | indent 4 }}{{ end }}{{ """##,
     r##"list (empty (list)) (empty 0.0) (empty (dict)) (empty "") (empty false) (empty nil) (empty .Values.nested)"##,
     r##"list (int 3.9) (int -3.9) (int64 "12") (float64 "x") (toString 1e21) (toString 0.000001) (toString -0.0)"##,
+    r##"toToml (dict "f" 1.5 "b" true "s" "q\"x" "l" (list 1 2) "k.y" "v" "sp ace" 1 "t" (dict "u" (dict "v" 1) "w" 2) "arr" (list (dict "a" 1) (dict "b" 2)) "n" nil)"##,
+    r##"toToml .Values"##,
     // case conversions on odd input
     r##"list (snakecase "-2") (snakecase "<false>") (snakecase "<1000000>") (snakecase "HTTPServer") (snakecase "NoHTTPS") (snakecase "GO_PATH") (snakecase "GO PATH") (snakecase "a1b2") (snakecase "abc123DEF") (snakecase "v1.2.3") (snakecase "already_snake_case_1") (snakecase "x--y") (snakecase "Ünïcode Wörds")"##,
     r##"list (kebabcase "FirstName") (kebabcase "a_b c") (kebabcase "ID2Name") (kebabcase "2Fast2Furious")"##,
