@@ -1,8 +1,8 @@
 //! Differential tests against the real `helm` (v4): each case is a template
 //! expression rendered by helm and by this engine with the same values; the
-//! outputs must be equal. Without a helm binary (`HELM_BIN`, `/work/wt/bin/helm`
-//! or `helm` on PATH) the test says it was skipped; with `CI=true` a missing
-//! helm fails it.
+//! outputs must be equal. Without a helm binary (`CLUSTERSTACK_HELM`,
+//! `HELM_BIN`, `/work/wt/bin/helm` or `helm` on PATH) the test says it was
+//! skipped; with `CI=true` a missing helm fails it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,8 +12,13 @@ use base64::Engine as _;
 use crate::render::gotmpl::{ExecOptions, Templates, Value, execute, goyaml, helm_func_map};
 
 fn helm_bin() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("HELM_BIN") {
-        return Some(PathBuf::from(p));
+    // .ci/run exports CLUSTERSTACK_HELM (the pinned, checked helm)
+    for var in ["CLUSTERSTACK_HELM", "HELM_BIN"] {
+        if let Ok(p) = std::env::var(var)
+            && !p.is_empty()
+        {
+            return Some(PathBuf::from(p));
+        }
     }
     let local = Path::new("/work/wt/bin/helm");
     if local.exists() {
@@ -258,14 +263,6 @@ const CASES: &[&str] = &[
     r##"toYaml (fromYaml "a: [1, 2.5, x, true, null]\nb: {c: 1}")"##,
 ];
 
-fn template_text() -> String {
-    let mut out = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: diff\ndata:\n");
-    for (i, c) in CASES.iter().enumerate() {
-        out.push_str(&format!("  c{i}: {{{{ ({{{{ {c} }}}}) }}}}\n"));
-    }
-    out
-}
-
 fn case_template(i: usize, c: &str) -> String {
     // a nested define per case, so `$var` cases work: the define's output is encoded
     format!("{{{{- define \"c{i}\" }}}}{{{{ {c} }}}}{{{{ end -}}}}\n")
@@ -299,10 +296,9 @@ fn decode(output: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn sprig_and_helm_functions_match_real_helm() {
-    let _ = template_text;
     let Some(helm) = helm_bin() else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "helm is required in CI");
-        eprintln!("SKIPPED: no helm binary (set HELM_BIN); the differential function test did not run");
+        eprintln!("SKIPPED: no helm binary (set CLUSTERSTACK_HELM); the differential function test did not run");
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
