@@ -687,7 +687,8 @@ fn is_timestamp(s: &str) -> bool {
 
 /// Whether go-yaml v2 would read `s`, unquoted, back as a string.
 pub(crate) fn resolves_as_string(s: &str) -> bool {
-    matches!(resolve_plain(s), Plain::Str)
+    // "<<" (the merge key) is written plain, as go-yaml does
+    matches!(resolve_plain(s), Plain::Str | Plain::Merge)
 }
 
 /// A plain scalar as go-yaml v2 resolves it.
@@ -939,12 +940,16 @@ fn float32_key(f: f64) -> String {
 }
 
 struct Reader<'a> {
+    text: &'a str,
     parser: Parser<'a, granit_parser::StrInput<'a>>,
     anchors: std::collections::HashMap<usize, YNode>,
 }
 
 fn parse_first_document(text: &str) -> Result<Option<YNode>, String> {
-    let mut r = Reader { parser: Parser::new_from_str(text), anchors: Default::default() };
+    let mut options = granit_parser::Options::default();
+    options.set_emit_comments(false);
+    options.emit_unresolved_aliases = true;
+    let mut r = Reader { text, parser: Parser::new_from_str_with_options(text, options), anchors: Default::default() };
     loop {
         match r.next()? {
             None | Some(Event::StreamEnd) => return Ok(None),
@@ -966,13 +971,14 @@ impl<'a> Reader<'a> {
         match self.parser.next_event() {
             None => Ok(None),
             Some(Ok((ev, _))) => Ok(Some(ev)),
-            Some(Err(e)) => Err(format!("line {}: {}", e.marker().line(), e.info())),
+            Some(Err(e)) => Err(libyaml_error(self.text, e.marker().line(), &e.info())),
         }
     }
 
     fn node(&mut self, ev: Event<'a>) -> Result<YNode, String> {
         match ev {
             Event::Alias(id) => self.anchors.get(&id).cloned().ok_or_else(|| "unknown anchor referenced".to_string()),
+            Event::UnresolvedAlias(name) => Err(format!("unknown anchor '{name}' referenced")),
             Event::Scalar(value, style, anchor, tag) => {
                 let tag = tag.map(|t| {
                     if t.handle() == "tag:yaml.org,2002:" || t.handle() == "!!" {
@@ -1044,6 +1050,42 @@ impl<'a> Reader<'a> {
             other => Err(format!("unexpected event {other:?}")),
         }
     }
+}
+
+/// go-yaml v2's wording for a parse error: libyaml's message, with
+/// `line N: ` as v2 prints it (scanner errors 1-based and only past the
+/// first line; parser errors at the 0-based line, end of input counting as
+/// a new line).
+fn libyaml_error(text: &str, line: usize, info: &str) -> String {
+    let msg = info.rsplit(", ").next().unwrap_or(info).trim();
+    let eof_line = text.lines().count();
+    let scanner = |m: &str, line0: usize| if line0 == 0 { m.to_string() } else { format!("line {}: {m}", line0 + 1) };
+    let parser = |m: &str, line0: usize| if line0 == 0 { m.to_string() } else { format!("line {line0}: {m}") };
+    if msg.starts_with("unclosed bracket") {
+        let open = if msg.contains('{') { '{' } else { '[' };
+        let after = text.rfind(open).map(|i| text[i + 1..].trim()).unwrap_or("");
+        let m = if after.is_empty() {
+            "did not find expected node content".to_string()
+        } else if open == '{' {
+            "did not find expected ',' or '}'".to_string()
+        } else {
+            "did not find expected ',' or ']'".to_string()
+        };
+        return parser(&m, eof_line);
+    }
+    if msg.starts_with("unclosed quote") {
+        return scanner("found unexpected end of stream", line.saturating_sub(1));
+    }
+    if msg.starts_with("unexpected character") {
+        return scanner("found character that cannot start any token", line.saturating_sub(1));
+    }
+    if msg.contains("unknown anchor") {
+        return msg.to_string();
+    }
+    if msg.contains("version number") || msg.contains("mapping values are not allowed") || msg.starts_with("found ") {
+        return scanner(msg, line.saturating_sub(1));
+    }
+    parser(msg, line.saturating_sub(1))
 }
 
 fn same_key(a: &YNode, b: &YNode) -> bool {

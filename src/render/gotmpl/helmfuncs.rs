@@ -44,7 +44,10 @@ pub fn funcs() -> FuncMap {
     reg(&mut m, "getHostByName", &[Str], |_, _| Ok(Value::str("")));
 
     reg(&mut m, "toYaml", &[Any], |_, a| Ok(trim_nl(goyaml::value_to_yaml(&a[0])).into()));
-    reg(&mut m, "mustToYaml", &[Any], |_, a| Ok(trim_nl(goyaml::marshal(&a[0]).map_err(FuncError::msg)?).into()));
+    reg(&mut m, "mustToYaml", &[Any], |_, a| {
+        Ok(trim_nl(goyaml::marshal(&a[0]).map_err(|e| FuncError::msg(format!("error marshaling into JSON: {e}")))?)
+            .into())
+    });
     reg(&mut m, "toYamlPretty", &[Any], |_, a| Ok(trim_nl(goyaml::pretty(&a[0])).into()));
     reg(&mut m, "fromYaml", &[Str], |_, a| Ok(from_yaml(&text(&a[0]))));
     reg(&mut m, "fromYamlArray", &[Str], |_, a| Ok(from_yaml_array(&text(&a[0]))));
@@ -202,10 +205,9 @@ fn toml_inline(v: &Value) -> Result<String, String> {
             } else if f.is_infinite() {
                 if *f > 0.0 { "inf".into() } else { "-inf".into() }
             } else {
-                let (neg, digits, exp) = gofmt::shortest_digits(*f);
-                let body = if *f == 0.0 { "0".to_string() } else { gofmt::place_point(&digits, exp) };
-                let body = if body.contains('.') { body } else { format!("{body}.0") };
-                format!("{}{body}", if neg { "-" } else { "" })
+                // strconv 'g' formatting, ".0" added to whole numbers
+                let g = gofmt::format_float_g(*f);
+                if g.bytes().all(|c| c.is_ascii_digit() || c == b'-') { format!("{g}.0") } else { g }
             }
         }
         Value::String(s) => toml_string(s),
@@ -243,7 +245,8 @@ fn toml_table(out: &mut String, m: &BTreeMap<String, Value>, path: &mut Vec<Stri
         };
         if let Value::Map(sub) = &data {
             path.push(toml_key(k));
-            if !out.is_empty() {
+            // a blank line before top-level tables only
+            if path.len() == 1 && !out.is_empty() {
                 out.push('\n');
             }
             out.push_str(&format!("{indent}[{}]\n", path.join(".")));

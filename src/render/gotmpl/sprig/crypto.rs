@@ -6,7 +6,6 @@
 use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use base64::Engine as _;
 use hmac::Mac as _;
-use sha1::Digest as _;
 
 use super::{i, reg, s};
 use crate::render::gotmpl::func::{FuncMap, Host, Param};
@@ -46,19 +45,13 @@ pub(super) fn register(m: &mut FuncMap) {
     });
     reg(m, "uuidv4", &[], |h, _| Ok(uuidv4(h).into()));
     reg(m, "bcrypt", &[Str], |h, a| Ok(bcrypt(h, &s(&a[0])).into()));
-    reg(m, "htpasswd", &[Str, Str, Str], |h, a| {
-        let (user, pass, algo) = (s(&a[0]), s(&a[1]), s(&a[2]));
+    // Sprig v3.3.0 (Helm's): bcrypt only, two parameters
+    reg(m, "htpasswd", &[Str, Str], |h, a| {
+        let (user, pass) = (s(&a[0]), s(&a[1]));
         if user.contains(':') {
             return Ok(format!("invalid username: {user}").into());
         }
-        Ok(match algo.as_ref() {
-            "sha" => format!(
-                "{user}:{{SHA}}{}",
-                base64::engine::general_purpose::STANDARD.encode(sha1::Sha1::digest(pass.as_bytes()))
-            ),
-            _ => format!("{user}:{}", bcrypt(h, &pass)),
-        }
-        .into())
+        Ok(format!("{user}:{}", bcrypt(h, &pass)).into())
     });
     reg(m, "derivePassword", &[Int, Str, Str, Str, Str], |_, a| {
         Ok(derive_password(i(&a[0]) as u32, &s(&a[1]), &s(&a[2]), &s(&a[3]), &s(&a[4])).into())
@@ -262,10 +255,10 @@ mod tests {
 
     #[test]
     fn hashes_and_ciphers() {
-        let h = callv("htpasswd", &[st("user"), st("pass"), st("bcrypt")]);
+        let h = callv("htpasswd", &[st("user"), st("pass")]);
         assert!(h.starts_with("user:$2a$10$"), "{h}");
-        assert_eq!(callv("htpasswd", &[st("user"), st("pass"), st("sha")]), "user:{SHA}nU4eI71bcnBGqeO0t9tXvY1u5oQ=");
-        assert_eq!(callv("htpasswd", &[st("a:b"), st("pass"), st("sha")]), "invalid username: a:b");
+        assert_eq!(h.len(), "user:".len() + 60);
+        assert_eq!(callv("htpasswd", &[st("a:b"), st("pass")]), "invalid username: a:b");
         let enc = callv("encryptAES", &[st("secretkey"), st("plaintext")]);
         assert_eq!(callv("decryptAES", &[st("secretkey"), st(&enc)]), "plaintext");
         assert_eq!(callv("encryptAES", &[st("k"), st("")]), "");

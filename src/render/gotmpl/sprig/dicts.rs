@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(callv("all", &[st("a"), Value::Int(0)]), "false");
         assert_eq!(callv("any", &[st(""), Value::Int(1)]), "true");
         assert_eq!(callv("ternary", &[st("y"), st("n"), Value::Bool(false)]), "n");
-        let copy = call("deepCopy", &[d.clone()]).expect("copy");
+        let copy = call("deepCopy", std::slice::from_ref(&d)).expect("copy");
         call("set", &[copy, st("a"), st("changed")]).expect("set");
         assert_eq!(callv("dig", &[st("a"), st("b"), st("def"), d]), "found");
     }

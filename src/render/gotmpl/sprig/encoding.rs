@@ -73,7 +73,7 @@ fn b32_encode(data: &[u8]) -> String {
 
 fn b32_decode(text: &str) -> Result<Vec<u8>, String> {
     let t: Vec<u8> = text.bytes().filter(|c| *c != b'\n' && *c != b'\r').collect();
-    if t.len() % 8 != 0 {
+    if !t.len().is_multiple_of(8) {
         return Err(format!("illegal base32 data at input byte {}", t.len() - t.len() % 8));
     }
     let mut out = Vec::new();
@@ -222,7 +222,7 @@ pub(crate) fn json_float(f: f64) -> Result<String, FuncError> {
         return Err(FuncError::msg(format!("json: unsupported value: {}", gofmt::format_float_g(f))));
     }
     let abs = f.abs();
-    if abs != 0.0 && (abs < 1e-6 || abs >= 1e21) {
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
         let (neg, digits, exp) = gofmt::shortest_digits(f);
         let mut m = digits[..1].to_string();
         if digits.len() > 1 {
@@ -286,8 +286,8 @@ mod tests {
     #[test]
     fn json_as_go_writes_it() {
         let d = dict(&[("b", li(vec![Value::Float(1.0), Value::Float(1.5), Value::Nil])), ("a", st("<x&y>"))]);
-        assert_eq!(callv("toJson", &[d.clone()]), r#"{"a":"\u003cx\u0026y\u003e","b":[1,1.5,null]}"#);
-        assert_eq!(callv("toRawJson", &[d.clone()]), r#"{"a":"<x&y>","b":[1,1.5,null]}"#);
+        assert_eq!(callv("toJson", std::slice::from_ref(&d)), r#"{"a":"\u003cx\u0026y\u003e","b":[1,1.5,null]}"#);
+        assert_eq!(callv("toRawJson", std::slice::from_ref(&d)), r#"{"a":"<x&y>","b":[1,1.5,null]}"#);
         assert_eq!(
             callv("toPrettyJson", &[d]),
             "{\n  \"a\": \"\\u003cx\\u0026y\\u003e\",\n  \"b\": [\n    1,\n    1.5,\n    null\n  ]\n}"

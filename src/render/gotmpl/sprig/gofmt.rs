@@ -52,54 +52,9 @@ pub fn place_point(digits: &str, exp: i32) -> String {
     }
 }
 
-/// `%v` of a value, as Go's fmt prints it.
+/// `%v` of a value, as Go's fmt prints it (the engine's formatter).
 pub fn format_value(v: &Value) -> String {
-    let mut out = String::new();
-    write_value(&mut out, v, true);
-    out
-}
-
-fn write_value(out: &mut String, v: &Value, top: bool) {
-    match v {
-        Value::Nil => out.push_str(if top { "<nil>" } else { "<nil>" }),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) | Value::Int64(i) => out.push_str(&i.to_string()),
-        Value::Float(f) => out.push_str(&format_float_g(*f)),
-        Value::String(s) => out.push_str(s),
-        Value::Bytes(b) => {
-            out.push('[');
-            for (i, x) in b.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                out.push_str(&x.to_string());
-            }
-            out.push(']');
-        }
-        Value::List(items) => {
-            out.push('[');
-            for (i, x) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                write_value(out, x, false);
-            }
-            out.push(']');
-        }
-        Value::Map(m) => {
-            out.push_str("map[");
-            for (i, (k, x)) in m.borrow().iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                out.push_str(k);
-                out.push(':');
-                write_value(out, x, false);
-            }
-            out.push(']');
-        }
-        Value::Object(o) => out.push_str(&o.go_string()),
-    }
+    crate::render::gotmpl::fmt::format_value(v)
 }
 
 /// `strconv.Quote` (`%q` of a string).

@@ -110,10 +110,7 @@ pub(super) fn register(m: &mut FuncMap) {
             let start = a.get(1).map(to_int64).unwrap_or(0);
             let end = a.get(2).map(to_int64).unwrap_or(l.len() as i64);
             if start < 0 || end < start || end as usize > l.len() {
-                return Err(err(format!(
-                    "reflect: slice index out of range [{start}:{end}] with capacity {}",
-                    l.len()
-                )));
+                return Err(err("reflect.Value.Slice: slice index out of bounds"));
             }
             Ok(list(l[start as usize..end as usize].to_vec()))
         });
@@ -133,7 +130,7 @@ pub(super) fn register(m: &mut FuncMap) {
             let size = to_int64(&a[0]);
             let l = need(&a[1], "Cannot chunk type")?;
             if size <= 0 {
-                return Err(err("runtime error: integer divide by zero"));
+                return Err(err("runtime error: makeslice: len out of range"));
             }
             Ok(list(l.chunks(size as usize).map(|c| list(c.to_vec())).collect()))
         });

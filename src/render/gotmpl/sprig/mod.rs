@@ -9,6 +9,8 @@ mod certs;
 mod crypto;
 mod dates;
 mod dicts;
+#[cfg(test)]
+mod difftest;
 mod encoding;
 pub(crate) mod gofmt;
 mod lists;
@@ -25,7 +27,10 @@ use super::func::{Func, FuncMap, Host, Param, Signature};
 use super::value::{FuncError, Value};
 
 pub use dates::GoTime;
+pub(crate) use encoding::json_float as encoding_json_float;
+pub use encoding::{from_json, go_json};
 pub use gofmt::format_value;
+pub(crate) use parse_go_int as parse_int;
 
 /// Sprig's functions, as `sprig.TxtFuncMap()` minus `env` and `expandenv`.
 pub fn funcs() -> FuncMap {
@@ -169,10 +174,15 @@ pub(crate) fn parse_go_int(s: &str) -> Option<i64> {
             digits.replace('_', "")
         }
     } else {
-        if digits.contains('_') {
+        // base 0: underscores only between digits
+        let b = digits.as_bytes();
+        let ok = b.iter().enumerate().all(|(i, c)| {
+            *c != b'_' || (i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        });
+        if !ok {
             return None;
         }
-        digits
+        digits.replace('_', "")
     };
     if digits.is_empty() {
         return None;
@@ -185,8 +195,8 @@ pub(crate) fn parse_go_int(s: &str) -> Option<i64> {
     }
 }
 
-/// `strconv.ParseFloat(s, 64)` for the forms charts use (decimal, exponent,
-/// inf/nan, hex ints via the int parser).
+/// `strconv.ParseFloat(s, 64)` for decimal forms (a hex mantissa needs a
+/// `p` exponent in Go, which charts don't write: those fail, as `0x1F` does).
 pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
     let t = s.to_ascii_lowercase();
     let body = t.trim_start_matches(['+', '-']);
@@ -195,14 +205,19 @@ pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
         "nan" => return Some(f64::NAN),
         _ => {}
     }
-    if body.starts_with("0x") {
-        return parse_go_int(s).map(|i| i as f64);
-    }
-    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-' | b'_')) {
+    if body.is_empty() || !body.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'+' | b'-' | b'_')) {
         return None;
     }
     if s.contains('_') {
-        return None;
+        // underscores only between digits
+        let b = body.as_bytes();
+        let ok = b.iter().enumerate().all(|(i, c)| {
+            *c != b'_' || (i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        });
+        if !ok {
+            return None;
+        }
+        return s.replace('_', "").parse::<f64>().ok();
     }
     s.parse::<f64>().ok()
 }
@@ -313,7 +328,3 @@ pub(crate) mod testhost {
         Value::map(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 }
-
-pub(crate) use encoding::json_float as encoding_json_float;
-pub use encoding::{from_json, go_json};
-pub(crate) use parse_go_int as parse_int;

@@ -2,6 +2,7 @@
 
 use super::{deep_equal, reg, s};
 use crate::render::gotmpl::func::{FuncMap, Param};
+use crate::render::gotmpl::value::Value;
 
 use Param::{Any, String as Str};
 
@@ -13,9 +14,26 @@ pub(super) fn register(m: &mut FuncMap) {
         let target = s(&a[0]);
         Ok((t == target || t == format!("*{target}")).into())
     });
-    reg(m, "kindOf", &[Any], |_, a| Ok(a[0].kind_name().into()));
-    reg(m, "kindIs", &[Str, Any], |_, a| Ok((s(&a[0]) == a[1].kind_name()).into()));
+    reg(m, "kindOf", &[Any], |_, a| Ok(kind_of(&a[0]).into()));
+    reg(m, "kindIs", &[Str, Any], |_, a| Ok((s(&a[0]) == kind_of(&a[1])).into()));
     reg(m, "deepEqual", &[Any, Any], |_, a| Ok(deep_equal(&a[0], &a[1]).into()));
+}
+
+/// `reflect.Kind` names: objects whose Go type is not a pointer (`time.Time`,
+/// Sprig's `certificate`) are structs.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Object(o) => match o.type_name() {
+            // Helm's named slice and map types
+            "common.VersionSet" | "chartutil.VersionSet" => "slice",
+            "files.Files" | "engine.files" => "map",
+            t if t.starts_with('*') => "ptr",
+            t if t.starts_with('[') => "slice",
+            t if t.starts_with("map[") => "map",
+            _ => "struct",
+        },
+        other => other.kind_name(),
+    }
 }
 
 #[cfg(test)]

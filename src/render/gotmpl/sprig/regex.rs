@@ -56,17 +56,46 @@ pub(super) fn register(m: &mut FuncMap) {
 /// Compiles with Go's message on error; the non-`must` variants panic in Go
 /// (`regexp.MustCompile`), which the engine reports as an error as well.
 fn compile_or(pattern: &str, must: bool) -> Result<regex::Regex, FuncError> {
-    compile(pattern).map_err(|e| {
-        if must { e } else { FuncError::msg(format!("regexp: Compile({}): {e}", super::gofmt::quote(pattern))) }
-    })
+    compile(pattern)
+        .map_err(|e| if must { e } else { FuncError::msg(format!("regexp: Compile({}): {e}", go_backquote(pattern))) })
+}
+
+/// Go's regexp `quote`: backquoted when possible.
+fn go_backquote(s: &str) -> String {
+    if s.contains('`') || s.chars().any(|c| c.is_control() && c != '\t') {
+        super::gofmt::quote(s)
+    } else {
+        format!("`{s}`")
+    }
 }
 
 pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, FuncError> {
     regex::Regex::new(&go_syntax(pattern)).map_err(|e| {
-        FuncError::msg(format!(
-            "error parsing regexp: {}",
-            e.to_string().lines().last().unwrap_or("invalid pattern").trim()
-        ))
+        let text = e.to_string();
+        // Go's error codes for the regex crate's usual complaints
+        let whole = pattern.to_string();
+        let (code, part) = if text.contains("unclosed group") {
+            ("missing closing )", whole)
+        } else if text.contains("unopened group") {
+            ("unexpected )", whole)
+        } else if text.contains("unclosed character class") {
+            ("missing closing ]", pattern.rfind('[').map(|i| pattern[i..].to_string()).unwrap_or_default())
+        } else if text.contains("repetition operator missing expression") {
+            ("missing argument to repetition operator", whole)
+        } else if text.contains("unrecognized escape") {
+            ("invalid escape sequence", whole)
+        } else if text.contains("invalid character class range") {
+            ("invalid character class range", whole)
+        } else if text.contains("decimal")
+            || text.contains("repetition quantifier")
+            || text.contains("counted repetition")
+        {
+            ("invalid repeat count", whole)
+        } else {
+            let last = text.lines().last().unwrap_or("invalid pattern").trim().to_string();
+            return FuncError::msg(format!("error parsing regexp: {last}"));
+        };
+        FuncError::msg(format!("error parsing regexp: {code}: `{part}`"))
     })
 }
 
@@ -197,8 +226,11 @@ mod tests {
         assert_eq!(callv("regexSplit", &[st("z+"), st("pizza"), Value::Int(-1)]), "[pi a]");
         assert_eq!(callv("regexSplit", &[st("z+"), st("pizza"), Value::Int(1)]), "[pizza]");
         assert_eq!(callv("regexQuoteMeta", &[st("1.2.3")]), "1\\.2\\.3");
-        assert!(callv("mustRegexMatch", &[st("("), st("x")]).starts_with("ERR error parsing regexp"));
+        assert_eq!(callv("mustRegexMatch", &[st("[a"), st("x")]), "ERR error parsing regexp: missing closing ]: `[a`");
         assert_eq!(callv("regexMatch", &[st("("), st("x")]), "false");
-        assert!(callv("regexFind", &[st("("), st("x")]).starts_with("ERR regexp: Compile(\"(\")"));
+        assert_eq!(
+            callv("regexFind", &[st("("), st("x")]),
+            "ERR regexp: Compile(`(`): error parsing regexp: missing closing ): `(`"
+        );
     }
 }

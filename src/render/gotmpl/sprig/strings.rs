@@ -227,12 +227,22 @@ fn is_separator(c: char) -> bool {
     c.is_whitespace()
 }
 
+/// goutils.Uncapitalize: the first letter of each whitespace-separated word in lower case.
 fn untitle(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => String::new(),
+    let mut next = true;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_whitespace() {
+            next = true;
+            out.push(c);
+        } else if next {
+            out.extend(c.to_lowercase());
+            next = false;
+        } else {
+            out.push(c);
+        }
     }
+    out
 }
 
 fn initials(s: &str) -> String {
@@ -268,52 +278,213 @@ fn is_connector(c: char) -> bool {
     c == '-' || c == '_' || c.is_whitespace()
 }
 
-/// xstrings.ToPascalCase: connectors removed, the letter after each (and the
-/// first) in upper case, the rest kept.
+/// xstrings.ToPascalCase (v1.5), as helm shows it: leading connectors
+/// (`-`, `_`, space) kept; in a run of connectors all but the last kept; the
+/// rune after a connector (and the first) upper-cased; a word that started
+/// upper-case has its other runes lower-cased (`HTTP_server` → `HttpServer`),
+/// one that started lower-case keeps them (`aBC` → `ABC`).
 fn pascal_case(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len());
-    let mut upper_next = true;
-    for c in s.chars() {
-        if is_connector(c) {
-            upper_next = true;
-            continue;
+    let mut i = 0;
+    while i < chars.len() && is_connector(chars[i]) {
+        out.push(chars[i]);
+        i += 1;
+    }
+    if i == chars.len() {
+        // Go's quirk: a string of connectors only repeats its last rune
+        if let Some(last) = chars.last() {
+            out.push(*last);
         }
-        if upper_next {
+        return out;
+    }
+    let mut word_start = true;
+    let mut lower_rest = false;
+    while i < chars.len() {
+        let c = chars[i];
+        if is_connector(c) {
+            // keep this connector if another connector follows, or if it ends the string
+            if chars.get(i + 1).is_none_or(|n| is_connector(*n)) {
+                out.push(c);
+            }
+            word_start = true;
+        } else if word_start {
+            lower_rest = c.is_uppercase();
             out.extend(c.to_uppercase());
-            upper_next = false;
+            word_start = false;
+        } else if lower_rest {
+            out.extend(c.to_lowercase());
         } else {
             out.push(c);
         }
+        i += 1;
     }
     out
 }
 
-/// xstrings.ToSnakeCase / ToKebabCase, for the usual inputs: words split at
-/// connectors, lower→upper changes and acronym ends, joined in lower case.
-fn lower_case_words(s: &str, conn: char) -> String {
-    let chars: Vec<char> = s.chars().collect();
-    let mut words: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    for (idx, &c) in chars.iter().enumerate() {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Word {
+    Invalid,
+    Number,
+    Upper,
+    Alphabet,
+    Connector,
+    Punct,
+    Other,
+}
+
+/// Go's `unicode.IsPunct` (category P) for ASCII; a few common others.
+fn is_punct(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_punctuation() && !matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '`' | '|' | '~');
+    }
+    matches!(c, '¡' | '§' | '«' | '¶' | '·' | '»' | '¿' | '‐'..='‧' | '‰'..='⁞' | '、'..='〃' | '〈'..='】')
+}
+
+/// xstrings' isAlphabet: letters but CJK ideographs.
+fn is_alphabet(c: char) -> bool {
+    c.is_alphabetic() && !matches!(c, '\u{4E00}'..='\u{9FCC}' | '\u{3400}'..='\u{4D85}' | '\u{20000}'..='\u{2B81D}')
+}
+
+/// xstrings' nextWord: the kind and byte length of the word starting `s`.
+fn next_word(s: &str) -> (Word, usize) {
+    let mut it = s.char_indices().peekable();
+    let Some((_, r)) = it.next() else { return (Word::Invalid, 0) };
+    let mut end = r.len_utf8();
+    let run = |end: &mut usize, it: &mut std::iter::Peekable<std::str::CharIndices<'_>>, f: &dyn Fn(char) -> bool| {
+        while let Some(&(i, c)) = it.peek() {
+            if !f(c) {
+                break;
+            }
+            *end = i + c.len_utf8();
+            it.next();
+        }
+    };
+    let wt = if is_connector(r) {
+        run(&mut end, &mut it, &is_connector);
+        Word::Connector
+    } else if is_punct(r) {
+        run(&mut end, &mut it, &is_punct);
+        Word::Punct
+    } else if r.is_uppercase() {
+        if let Some(&(_, c)) = it.peek() {
+            if c.is_uppercase() {
+                let mut prev_size = c.len_utf8();
+                end += c.len_utf8();
+                it.next();
+                let mut stopped_on = None;
+                while let Some(&(i, c)) = it.peek() {
+                    if !c.is_uppercase() {
+                        stopped_on = Some(c);
+                        break;
+                    }
+                    prev_size = c.len_utf8();
+                    end = i + c.len_utf8();
+                    it.next();
+                }
+                if stopped_on.is_some_and(is_alphabet) {
+                    end -= prev_size;
+                }
+            } else if is_alphabet(c) {
+                run(&mut end, &mut it, &|c| is_alphabet(c) && !c.is_uppercase());
+            }
+        }
+        Word::Upper
+    } else if is_alphabet(r) {
+        run(&mut end, &mut it, &|c| is_alphabet(c) && !c.is_uppercase());
+        Word::Alphabet
+    } else if r.is_numeric() {
+        run(&mut end, &mut it, &char::is_numeric);
+        Word::Number
+    } else {
+        run(&mut end, &mut it, &|c| !(is_connector(c) || is_alphabet(c) || c.is_numeric() || is_punct(c)));
+        Word::Other
+    };
+    (wt, end)
+}
+
+fn word_to_lower(out: &mut String, wt: Word, word: &str, conn: char) {
+    if wt != Word::Upper && wt != Word::Connector {
+        out.push_str(word);
+        return;
+    }
+    for c in word.chars() {
         if is_connector(c) {
-            if !cur.is_empty() {
-                words.push(std::mem::take(&mut cur));
-            }
-            continue;
+            out.push(conn);
+        } else if c.is_uppercase() {
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
         }
-        if c.is_uppercase() && !cur.is_empty() {
-            let prev = chars[idx - 1];
-            let next_lower = chars.get(idx + 1).is_some_and(|n| n.is_lowercase());
-            if prev.is_lowercase() || (prev.is_uppercase() && next_lower) {
-                words.push(std::mem::take(&mut cur));
+    }
+}
+
+/// xstrings.ToSnakeCase / ToKebabCase (camelCaseToLowerCase).
+fn lower_case_words(s: &str, conn: char) -> String {
+    if s.is_empty() {
+        return String::new();
+    }
+    let mut out = String::with_capacity(s.len() + 4);
+    let mut rest = s;
+    let take = |rest: &mut &str| -> (Word, String) {
+        let (wt, n) = next_word(rest);
+        let w = rest[..n].to_string();
+        *rest = &rest[n..];
+        (wt, w)
+    };
+    let (mut wt, mut word) = take(&mut rest);
+    while !rest.is_empty() {
+        if wt != Word::Connector {
+            word_to_lower(&mut out, wt, &word, conn);
+        }
+        let prev = wt;
+        let last = word.clone();
+        (wt, word) = take(&mut rest);
+        match prev {
+            Word::Number => {
+                while wt == Word::Alphabet || wt == Word::Number {
+                    word_to_lower(&mut out, wt, &word, conn);
+                    (wt, word) = take(&mut rest);
+                }
+                if !matches!(wt, Word::Invalid | Word::Punct | Word::Connector) {
+                    out.push(conn);
+                }
+            }
+            Word::Connector => word_to_lower(&mut out, prev, &last, conn),
+            Word::Punct => {}
+            _ => {
+                if wt != Word::Number {
+                    if wt != Word::Connector && wt != Word::Punct {
+                        out.push(conn);
+                    }
+                    continue;
+                }
+                if rest.is_empty() {
+                    continue;
+                }
+                let last = word.clone();
+                (wt, word) = take(&mut rest);
+                if wt != Word::Alphabet {
+                    word_to_lower(&mut out, Word::Number, &last, conn);
+                    if wt != Word::Connector && wt != Word::Punct {
+                        out.push(conn);
+                    }
+                    continue;
+                }
+                out.push(conn);
+                word_to_lower(&mut out, Word::Number, &last, conn);
+                while wt == Word::Alphabet || wt == Word::Number {
+                    word_to_lower(&mut out, wt, &word, conn);
+                    (wt, word) = take(&mut rest);
+                }
+                if !matches!(wt, Word::Invalid | Word::Connector | Word::Punct) {
+                    out.push(conn);
+                }
             }
         }
-        cur.extend(c.to_lowercase());
     }
-    if !cur.is_empty() {
-        words.push(cur);
-    }
-    words.join(&conn.to_string())
+    word_to_lower(&mut out, wt, &word, conn);
+    out
 }
 
 /// goutils.WrapCustom (byte-based, words split at ' ').
@@ -374,7 +545,7 @@ mod tests {
         assert_eq!(callv("abbrev", &[Value::Int(5), st("hello world")]), "he...");
         assert_eq!(callv("abbrevboth", &[Value::Int(5), Value::Int(10), st("1234 5678 9123")]), "...5678...");
         assert_eq!(callv("title", &[st("hello wORLD-foo_bar")]), "Hello WORLD-Foo_bar");
-        assert_eq!(callv("untitle", &[st("Hello World")]), "hello World");
+        assert_eq!(callv("untitle", &[st("Hello World")]), "hello world");
         assert_eq!(callv("substr", &[Value::Int(1), Value::Int(3), st("hello")]), "el");
         assert_eq!(callv("substr", &[Value::Int(2), Value::Int(-1), st("hello")]), "llo");
         assert_eq!(callv("quote", &[st("a\"b"), Value::Nil, Value::Float(1.5)]), "\"a\\\"b\" \"1.5\"");
