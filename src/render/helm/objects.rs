@@ -12,10 +12,10 @@ use super::load::ChartFile;
 use crate::render::gotmpl::{FuncError, Object, Value};
 
 /// The Kubernetes version `helm template` assumes without `--kube-version`
-/// (helm v4.1).
-pub const DEFAULT_KUBE_VERSION: &str = "v1.35.0";
+/// (helm v4.2, the one the differential tests pin).
+pub const DEFAULT_KUBE_VERSION: &str = "v1.36.0";
 /// The Helm version templates see.
-pub const HELM_VERSION: &str = "v4.1.4";
+pub const HELM_VERSION: &str = "v4.2.3";
 
 /// The API versions `helm template` offers by default (its client's scheme).
 pub const DEFAULT_API_VERSIONS: &[&str] = &[
@@ -124,6 +124,9 @@ impl Object for ChartObject {
         if name == "IsRoot" {
             return Some(Value::Bool(self.is_root));
         }
+        if name == "Dependencies" {
+            return Some(go_dependencies(self.raw.get("dependencies")));
+        }
         let (key, zero) = chart_field(name)?;
         Some(match self.raw.get(key) {
             None | Some(serde_json::Value::Null) => zero,
@@ -140,6 +143,54 @@ impl Object for ChartObject {
     fn to_data(&self) -> Value {
         Value::from_json(&self.raw)
     }
+}
+
+/// `.Chart.Dependencies` as Helm's `*chart.Dependency` values after dependency processing
+/// (the caller passes the enabled ones): Go field names, an alias as the name, string
+/// `import-values` in their `{child: exports.X, parent: .}` form.
+fn go_dependencies(deps: Option<&serde_json::Value>) -> Value {
+    let Some(serde_json::Value::Array(deps)) = deps else { return Value::list(Vec::new()) };
+    let text = |d: &serde_json::Value, key: &str| match d.get(key) {
+        Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
+        Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
+        _ => Value::str(""),
+    };
+    let items = deps
+        .iter()
+        .map(|d| {
+            let alias = d.get("alias").and_then(serde_json::Value::as_str).unwrap_or_default();
+            let name = if alias.is_empty() { text(d, "name") } else { Value::str(alias) };
+            let tags = match d.get("tags") {
+                Some(serde_json::Value::Array(t)) => Value::from_json(&serde_json::Value::Array(t.clone())),
+                _ => Value::list(Vec::new()),
+            };
+            let imports = match d.get("import-values") {
+                Some(serde_json::Value::Array(list)) => Value::list(
+                    list.iter()
+                        .map(|iv| match iv {
+                            serde_json::Value::String(s) => Value::map(BTreeMap::from([
+                                ("child".to_string(), Value::str(format!("exports.{s}"))),
+                                ("parent".to_string(), Value::str(".")),
+                            ])),
+                            other => Value::from_json(other),
+                        })
+                        .collect(),
+                ),
+                _ => Value::list(Vec::new()),
+            };
+            Value::map(BTreeMap::from([
+                ("Name".to_string(), name),
+                ("Version".to_string(), text(d, "version")),
+                ("Repository".to_string(), text(d, "repository")),
+                ("Condition".to_string(), text(d, "condition")),
+                ("Tags".to_string(), tags),
+                ("Enabled".to_string(), Value::Bool(true)),
+                ("ImportValues".to_string(), imports),
+                ("Alias".to_string(), Value::str(alias)),
+            ]))
+        })
+        .collect();
+    Value::list(items)
 }
 
 /// `.Capabilities`.
