@@ -442,3 +442,32 @@ impl Object for Files {
         Some(Value::map(self.iter().map(|f| (f.name.clone(), Value::Bytes(Rc::from(&f.data[..])))).collect()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `{{ range .Chart.Dependencies }}{{ .Name }}:{{ .Alias }}:{{ .Version }}:{{ .Enabled }}:{{ .ImportValues }} {{ end }}`
+    /// printed `frontend:frontend:0.1.0:true:[map[child:exports.data parent:.]] lib::0.1.0:true:[] ` in helm.
+    #[test]
+    fn chart_dependencies_have_go_names() {
+        let chart = ChartObject::new(
+            json!({"name": "p", "dependencies": [
+                {"name": "web", "alias": "frontend", "version": "0.1.0", "import-values": ["data"]},
+                {"name": "lib", "version": "0.1.0", "tags": ["t"]}
+            ]}),
+            true,
+        );
+        let deps = chart.field("Dependencies").expect("field");
+        let Value::List(items) = deps else { panic!("a list: {deps:?}") };
+        let first = items[0].to_json();
+        assert_eq!(
+            first,
+            json!({"Name": "frontend", "Alias": "frontend", "Version": "0.1.0", "Repository": "", "Condition": "",
+                "Tags": [], "Enabled": true, "ImportValues": [{"child": "exports.data", "parent": "."}]})
+        );
+        assert_eq!(items[1].to_json()["Name"], json!("lib"));
+        assert_eq!(items[1].to_json()["Tags"], json!(["t"]));
+    }
+}
