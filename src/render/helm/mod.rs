@@ -316,8 +316,7 @@ fn enabled_metadata(chart: &Chart) -> serde_json::Value {
     let mut raw = chart.raw_metadata.clone();
     if let Some(serde_json::Value::Array(deps)) = raw.get_mut("dependencies") {
         let key = |alias: Option<&str>, name: &str| alias.filter(|a| !a.is_empty()).unwrap_or(name).to_string();
-        let kept: Vec<String> =
-            chart.metadata.dependencies.iter().map(|d| key(d.alias.as_deref(), &d.name)).collect();
+        let kept: Vec<String> = chart.metadata.dependencies.iter().map(|d| key(d.alias.as_deref(), &d.name)).collect();
         deps.retain(|d| {
             let name = d.get("name").and_then(serde_json::Value::as_str).unwrap_or_default();
             let alias = d.get("alias").and_then(serde_json::Value::as_str);
