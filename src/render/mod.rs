@@ -33,6 +33,16 @@ pub const CHART_FILE: &str = "Chart.yaml";
 pub const VALUES_FILE: &str = "values.yaml";
 /// An addon's per-cluster values template, merged over `values.yaml`.
 pub const OVERWRITE_FILE: &str = "overwrite.yaml";
+/// The ecosystem's older per-cluster values template of a single addon
+/// chart, next to the chart in the addon bundle.
+pub const CLUSTER_ADDON_VALUES_FILE: &str = "cluster-addon-values.yaml";
+/// The `Chart.yaml` annotation naming the template engine of a chart:
+/// `jinja` for the project's own bundles; absent or `helm` for Helm charts.
+pub const ENGINE_ANNOTATION: &str = "clusterstack.x-k8s.io/template-engine";
+/// The Helm release name the Go operator renders addons under.
+pub const ADDON_RELEASE_NAME: &str = "cluster-addon";
+/// The namespace the Go operator renders addons into.
+pub const ADDON_NAMESPACE: &str = "kube-system";
 /// The directory of a bundle's templates.
 pub const TEMPLATES_DIR: &str = "templates";
 
@@ -75,6 +85,9 @@ pub struct RenderContext {
     pub chart_version: String,
     /// `cluster`, `control_plane`, `infra_cluster` (addons only).
     pub cluster: Option<ClusterObjects>,
+    /// The release's Kubernetes version (`metadata.yaml`), which Helm addon
+    /// charts see as `.Capabilities.KubeVersion`.
+    pub kube_version: Option<String>,
     pub limits: RenderLimits,
 }
 
@@ -86,8 +99,15 @@ impl RenderContext {
             namespace: namespace.to_string(),
             chart_version: id.version.dotted(),
             cluster: None,
+            kube_version: None,
             limits: RenderLimits::default(),
         }
+    }
+
+    /// The same context with the release's Kubernetes version.
+    pub fn with_kube_version(mut self, version: impl Into<String>) -> Self {
+        self.kube_version = Some(version.into());
+        self
     }
 
     /// The same context for the addons of a workload cluster.
@@ -153,6 +173,33 @@ pub struct RenderedChart {
 #[derive(Debug, Deserialize)]
 struct ChartFile {
     name: Option<String>,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// The template engine of a chart directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Go templates with Sprig, as `helm template` renders them (the default).
+    Helm,
+    /// The project's minijinja bundles (`clusterstack.x-k8s.io/template-engine: jinja`).
+    Jinja,
+}
+
+/// Which engine renders the chart in `chart_dir`, from its `Chart.yaml`.
+pub fn chart_engine(chart_dir: &Path) -> Result<Engine, RenderError> {
+    let chart_file = chart_dir.join(CHART_FILE);
+    let text = read_text(&chart_file)?;
+    let chart: ChartFile = serde_saphyr::from_str(&text)
+        .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+    match chart.annotations.get(ENGINE_ANNOTATION).map(String::as_str) {
+        None | Some("helm") => Ok(Engine::Helm),
+        Some("jinja") => Ok(Engine::Jinja),
+        Some(other) => Err(RenderError::Bundle {
+            file: chart_file.display().to_string(),
+            message: format!("unknown {ENGINE_ANNOTATION} {other:?}: use \"helm\" or \"jinja\""),
+        }),
+    }
 }
 
 /// Renders a cluster-class chart (an extracted `<p>-<n>-<maj>-<min>-cluster-class/`
@@ -203,9 +250,112 @@ pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<Rende
     Ok(charts)
 }
 
-/// Renders any chart directory: the addon form (with `overwrite.yaml`) when
-/// `ctx.cluster` is set, the cluster-class form otherwise.
+/// Renders any chart directory with its engine: the addon form (with
+/// `overwrite.yaml`) when `ctx.cluster` is set, the cluster-class form otherwise.
 pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
+    match chart_engine(chart_dir)? {
+        Engine::Jinja => render_jinja_chart(chart_dir, ctx),
+        Engine::Helm => render_helm_chart(chart_dir, ctx),
+    }
+}
+
+/// A Helm chart, as the Go operator renders it: the cluster class as
+/// `helm template <stack> <chart> --namespace <ns>`, an addon as `helm
+/// template cluster-addon <chart> --namespace kube-system --include-crds
+/// --kube-version <release's> -f <rendered overwrite.yaml>`. Hooks are kept
+/// (as `helm template` prints them); `helm test` resources are not objects
+/// to apply and are left out.
+fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
+    let mut chart = helm::load_chart(chart_dir)?;
+    chart.label = chart_dir.display().to_string();
+    let mut opts = match &ctx.cluster {
+        Some(_) => {
+            let mut o = helm::HelmOptions::new(ADDON_RELEASE_NAME, ADDON_NAMESPACE);
+            o.include_crds = true;
+            o.kube_version = ctx.kube_version.clone();
+            o
+        }
+        None => helm::HelmOptions::new(ctx.release_name.as_str(), ctx.namespace.as_str()),
+    };
+    opts.limits = gotmpl::ExecLimits {
+        max_steps: ctx.limits.fuel,
+        max_output_bytes: ctx.limits.max_output_bytes,
+        ..gotmpl::ExecLimits::default()
+    };
+    if let Some(cluster) = &ctx.cluster {
+        let overwrite =
+            [chart_dir.join(OVERWRITE_FILE), chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)]
+                .into_iter()
+                .find(|p| p.is_file());
+        if let Some(file) = overwrite {
+            opts.values =
+                render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
+        }
+    }
+    let manifests = helm::render_chart(&chart, &opts)?;
+    let (mut objects, mut sources) = (Vec::new(), Vec::new());
+    for m in manifests {
+        if m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))) {
+            continue;
+        }
+        let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
+        let label = format!("{}/{inner}", chart.label);
+        for object in objects::parse_objects(&label, &m.content)? {
+            objects.push(object);
+            sources.push(label.clone());
+        }
+    }
+    objects::check_duplicates(&objects, &sources)?;
+    sort_for_apply(&mut objects);
+    Ok(RenderedChart { name: chart.metadata.name.clone(), objects })
+}
+
+/// Renders the ecosystem's addon values file (`overwrite.yaml`,
+/// `cluster-addon-values.yaml`): YAML whose `values` key is a Go template
+/// (with Sprig) over `.Cluster`, `.ControlPlane` and `.InfraCluster`, the
+/// full objects, producing the values for the addon chart, as the Go
+/// operator does.
+pub fn render_values_template(
+    file: &str,
+    text: &str,
+    cluster: &ClusterObjects,
+    limits: &RenderLimits,
+) -> Result<serde_json::Value, RenderError> {
+    let bad = |message: String| RenderError::Bundle { file: file.to_string(), message };
+    let doc = gotmpl::yaml_to_value(text).map_err(&bad)?.to_json();
+    let template = match doc.get("values") {
+        Some(serde_json::Value::String(t)) => t.clone(),
+        None | Some(serde_json::Value::Null) => return Ok(serde_json::Value::Object(Default::default())),
+        Some(_) => return Err(bad("the key values must hold a template as text (values: |)".into())),
+    };
+    let funcs = gotmpl::helm_func_map();
+    let mut set = gotmpl::Templates::new();
+    // Lines of the template count from the line after `values:`.
+    let offset = text.lines().position(|l| l.starts_with("values:")).map(|i| i + 1).unwrap_or(0);
+    set.add(file, &template, &funcs).map_err(|e| values_template_error(file, offset, &e))?;
+    let data = gotmpl::Value::map(std::collections::BTreeMap::from([
+        ("Cluster".to_string(), gotmpl::Value::from_json(&cluster.cluster)),
+        ("ControlPlane".to_string(), gotmpl::Value::from_json(&cluster.control_plane)),
+        ("InfraCluster".to_string(), gotmpl::Value::from_json(&cluster.infra_cluster)),
+    ]));
+    let opts = gotmpl::ExecOptions {
+        limits: gotmpl::ExecLimits {
+            max_steps: limits.fuel,
+            max_output_bytes: limits.max_output_bytes,
+            ..gotmpl::ExecLimits::default()
+        },
+        ..gotmpl::ExecOptions::default()
+    };
+    let out = gotmpl::execute(&set, file, &data, &funcs, &opts).map_err(|e| values_template_error(file, offset, &e))?;
+    helm::values::parse_values(&out).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
+}
+
+fn values_template_error(file: &str, offset: usize, e: &gotmpl::TemplateError) -> RenderError {
+    let (_, line, detail) = e.innermost();
+    RenderError::Template { file: file.to_string(), line: line + offset, message: detail.to_string() }
+}
+
+fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
     let chart_file = chart_dir.join(CHART_FILE);
     let chart_text = read_text(&chart_file)?;
     let chart: ChartFile = serde_saphyr::from_str(&chart_text)

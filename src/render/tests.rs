@@ -5,10 +5,13 @@ use std::path::Path;
 use super::*;
 use crate::release::ReleaseId;
 
+/// A Jinja bundle's `Chart.yaml`.
+const JINJA_CHART: &str = "name: test\nversion: v1\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n";
+
 /// Writes a chart with `Chart.yaml`, `values.yaml` and the given templates.
 fn chart(dir: &Path, values: &str, templates: &[(&str, &str)]) {
     std::fs::create_dir_all(dir.join("templates")).unwrap();
-    std::fs::write(dir.join("Chart.yaml"), "name: test\nversion: v1\n").unwrap();
+    std::fs::write(dir.join("Chart.yaml"), JINJA_CHART).unwrap();
     std::fs::write(dir.join("values.yaml"), values).unwrap();
     for (name, text) in templates {
         let path = dir.join("templates").join(name);
@@ -232,4 +235,113 @@ fn macros_and_non_yaml_files_are_not_rendered_on_their_own() {
     let dir = tempfile::tempdir().unwrap();
     chart(dir.path(), "", &[("_m.j2", "not: [yaml"), ("_x.yaml", "not: [yaml"), ("notes.txt", "x"), ("t.yaml", CM)]);
     assert_eq!(render_cluster_class(dir.path(), &ctx()).unwrap().len(), 1);
+}
+
+/// Writes files under `dir`.
+fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+#[test]
+fn a_chart_without_the_jinja_marker_is_a_helm_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(
+        dir.path(),
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: cluster-class\nversion: v3\n"),
+            ("values.yaml", "replicas: 3\n"),
+            (
+                "templates/_helpers.tpl",
+                "{{- define \"class.name\" -}}{{ .Release.Name }}-{{ .Chart.Version }}{{- end -}}",
+            ),
+            (
+                "templates/class.yaml",
+                "apiVersion: cluster.x-k8s.io/v1beta1\nkind: ClusterClass\nmetadata:\n  name: {{ include \"class.name\" . }}\n  namespace: {{ .Release.Namespace }}\nspec:\n  replicas: {{ .Values.replicas }}\n",
+            ),
+        ],
+    );
+    assert_eq!(chart_engine(dir.path()).unwrap(), Engine::Helm);
+    let objects = render_cluster_class(dir.path(), &ctx()).unwrap();
+    assert_eq!(objects.len(), 1);
+    assert_eq!(objects[0].metadata.name.as_deref(), Some("docker-ferrol-1-27-v3"));
+    assert_eq!(objects[0].metadata.namespace.as_deref(), Some("ns1"));
+    assert_eq!(objects[0].data["spec"]["replicas"], serde_json::json!(3));
+}
+
+#[test]
+fn a_helm_addon_gets_its_values_from_overwrite_yaml_over_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let addon = dir.path().join("cni");
+    write_files(
+        &addon,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: cni\nversion: v2\n"),
+            ("values.yaml", "cluster: {name: default, pods: 10.0.0.0/8}\n"),
+            (
+                "overwrite.yaml",
+                "# per cluster\nvalues: |\n  cluster:\n    name: {{ .Cluster.metadata.name }}\n    host: {{ .Cluster.spec.controlPlaneEndpoint.host | quote }}\n",
+            ),
+            (
+                "crds/crd.yaml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.example.com\n",
+            ),
+            (
+                "templates/cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cni\n  namespace: {{ .Release.Namespace }}\ndata:\n  cluster: {{ .Values.cluster.name }}\n  host: {{ .Values.cluster.host }}\n  pods: {{ .Values.cluster.pods }}\n  kube: {{ .Capabilities.KubeVersion.Version }}\n",
+            ),
+            (
+                "templates/test.yaml",
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\n  annotations:\n    helm.sh/hook: test\n",
+            ),
+        ],
+    );
+    let cluster = ClusterObjects {
+        cluster: serde_json::json!({"metadata": {"name": "wl-1"}, "spec": {"controlPlaneEndpoint": {"host": "10.1.2.3"}}}),
+        ..Default::default()
+    };
+    let charts = render_addons(dir.path(), &ctx().with_cluster(cluster).with_kube_version("v1.30.4")).unwrap();
+    let objects = &charts[0].objects;
+    // The CRD first (apply order), the test hook left out.
+    let kinds: Vec<&str> = objects.iter().map(|o| o.types.as_ref().unwrap().kind.as_str()).collect();
+    assert_eq!(kinds, ["CustomResourceDefinition", "ConfigMap"]);
+    let cm = &objects[1];
+    assert_eq!(cm.metadata.name.as_deref(), Some("cluster-addon-cni"));
+    assert_eq!(cm.metadata.namespace.as_deref(), Some("kube-system"));
+    assert_eq!(
+        cm.data["data"],
+        serde_json::json!({"cluster": "wl-1", "host": "10.1.2.3", "pods": "10.0.0.0/8", "kube": "v1.30.4"})
+    );
+}
+
+#[test]
+fn a_failing_values_template_names_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let addon = dir.path().join("cni");
+    write_files(
+        &addon,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: cni\nversion: v2\n"),
+            ("overwrite.yaml", "values: |\n  a: 1\n  b: {{ .Cluster.spec.nope.deeper }}\n"),
+            ("templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"),
+        ],
+    );
+    let cluster = ClusterObjects { cluster: serde_json::json!({"spec": {"nope": null}}), ..Default::default() };
+    let msg = render_addons(dir.path(), &ctx().with_cluster(cluster)).unwrap_err().to_string();
+    assert!(msg.contains("overwrite.yaml:3:"), "{msg}");
+    assert!(msg.contains("nil pointer evaluating interface {}.deeper"), "{msg}");
+}
+
+#[test]
+fn an_unknown_engine_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(
+        dir.path(),
+        &[("Chart.yaml", "name: x\nversion: v1\nannotations:\n  clusterstack.x-k8s.io/template-engine: erb\n")],
+    );
+    let msg = render_cluster_class(dir.path(), &ctx()).unwrap_err().to_string();
+    assert!(msg.contains("unknown clusterstack.x-k8s.io/template-engine \"erb\""), "{msg}");
 }

@@ -12,7 +12,7 @@ use super::load::ChartFile;
 use crate::render::gotmpl::{FuncError, Object, Value};
 
 /// The Kubernetes version `helm template` assumes without `--kube-version`
-/// (helm v4.2, the one the differential tests pin).
+/// (helm v4.2, the version the differential tests pin).
 pub const DEFAULT_KUBE_VERSION: &str = "v1.36.0";
 /// The Helm version templates see.
 pub const HELM_VERSION: &str = "v4.2.3";
@@ -34,8 +34,6 @@ pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "authorization.k8s.io/v1beta1",
     "autoscaling/v1",
     "autoscaling/v2",
-    "autoscaling/v2beta1",
-    "autoscaling/v2beta2",
     "batch/v1",
     "batch/v1beta1",
     "certificates.k8s.io/v1",
@@ -67,7 +65,7 @@ pub const DEFAULT_API_VERSIONS: &[&str] = &[
     "resource.k8s.io/v1beta2",
     "resource.k8s.io/v1beta1",
     "resource.k8s.io/v1alpha3",
-    "scheduling.k8s.io/v1alpha1",
+    "scheduling.k8s.io/v1alpha2",
     "scheduling.k8s.io/v1beta1",
     "scheduling.k8s.io/v1",
     "storage.k8s.io/v1beta1",

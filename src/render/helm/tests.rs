@@ -167,7 +167,7 @@ fn capabilities_release_and_chart_objects() {
     let out = contents(&render(dir.path(), &opts));
     assert_eq!(
         out[0],
-        "kv: v1.30.2 30\nhas: true true 58 x.io/v1\nrel: map[IsInstall:true IsUpgrade:false Name:r Namespace:n Revision:1 Service:Helm]\nchart: c 2.1 |"
+        "kv: v1.30.2 30\nhas: true true 56 x.io/v1\nrel: map[IsInstall:true IsUpgrade:false Name:r Namespace:n Revision:1 Service:Helm]\nchart: c 2.1 |"
     );
 }
 

@@ -1,0 +1,3 @@
+{{- define "files.helper" -}}
+helper sees {{ .Values.name }}
+{{- end -}}

@@ -1,0 +1,1 @@
+{{- define "basics.redefined" }}second{{ end -}}

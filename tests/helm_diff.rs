@@ -1,0 +1,404 @@
+//! Differential tests: every chart of `tests/charts/` rendered by the real `helm template` and by
+//! `clusterstack::render::helm`, compared object by object (key `apiVersion/kind/namespace/name`)
+//! after normalising only what Helm makes random (generated keys and certificates, random
+//! strings, uuids, timestamps). A mismatch prints a line diff per object.
+//!
+//! Error cases: each failure mode (missing required value, `fail`, bad syntax, unknown function,
+//! schema violation, failing helper, output that is not YAML, wrong type) fails in both, and our
+//! message names the file and line helm names.
+//!
+//! Without helm the tests print a SKIPPED line (and fail when `CI=true`); see
+//! `tests/support/helm.rs`.
+
+#[path = "support/helm.rs"]
+mod helm;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clusterstack::render::gotmpl::yaml_to_value;
+use clusterstack::render::helm::{HelmOptions, load_chart, render_chart};
+use serde_json::Value as Json;
+
+/// Known differences, each written up in MISMATCHES.md for its owner: (chart, kube version
+/// given, object key, JSON pointer, why). Both sides' values there are set aside before the
+/// comparison; an entry that agrees again is reported so that it can go.
+const KNOWN: &[(&str, Option<&str>, &str, &str, &str)] = &[
+    ("files", None, "v1/ConfigMap//files-get", "/data/binB64", ".Files.Get of a binary file loses bytes"),
+    (
+        "crds-hooks",
+        Some("1.29.4"),
+        "example.org/v1/Widget//rel-widget",
+        "/spec/kubeShort",
+        "%v of .Capabilities.KubeVersion",
+    ),
+    ("crds-hooks", None, "example.org/v1/Widget//rel-widget", "/spec/kube", "default kube version v1.36.0"),
+    ("crds-hooks", None, "example.org/v1/Widget//rel-widget", "/spec/kubeMinor", "default kube version v1.36.0"),
+    ("crds-hooks", None, "example.org/v1/Widget//rel-widget", "/spec/kubeShort", "%v of .Capabilities.KubeVersion"),
+    ("cni", None, "v1/ConfigMap/kube-system/cni-config", "/data/kube-version", "default kube version v1.36.0"),
+    (
+        "cni",
+        None,
+        "apps/v1/DaemonSet/kube-system/cni-agent",
+        "/spec/template/metadata/annotations/checksum~1config",
+        "checksum of the config map, which holds the default kube version",
+    ),
+    ("umbrella", None, "v1/ConfigMap//umbrella-summary", "/data/chartDeps", "fields of .Chart.Dependencies"),
+    ("umbrella", None, "v1/ConfigMap//renamed-summary", "/data/chartDeps", "fields of .Chart.Dependencies"),
+];
+
+/// Charts (with the kube version given) our renderer is known to fail on or to accept where helm
+/// fails, written up in MISMATCHES.md.
+const KNOWN_FAILURES: &[(&str, Option<&str>, &str)] = &[
+    ("sprig", None, "htpasswd with two arguments (fixed on branch sprig, not merged here yet)"),
+    ("errors/bad-yaml", None, "output that is not YAML is not rejected"),
+    ("cni", Some("v1.20.15"), "Chart.yaml kubeVersion is not enforced"),
+];
+
+fn known_failure(case: &Case) -> Option<&'static str> {
+    KNOWN_FAILURES.iter().find(|(c, k, _)| *c == case.chart && *k == case.kube_version).map(|(_, _, why)| *why)
+}
+
+/// Sets aside the known differences of `case`; returns notes about entries that agree again.
+fn set_aside_known(case: &Case, helm: &mut BTreeMap<String, Json>, ours: &mut BTreeMap<String, Json>) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (chart, kube, key, pointer, why) in KNOWN {
+        if *chart != case.chart || *kube != case.kube_version {
+            continue;
+        }
+        let (Some(h), Some(o)) = (helm.get_mut(*key), ours.get_mut(*key)) else { continue };
+        let (Some(hv), Some(ov)) = (h.pointer_mut(pointer), o.pointer_mut(pointer)) else { continue };
+        if hv == ov {
+            notes.push(format!("known mismatch now agrees, remove it from KNOWN: {chart} {key} {pointer} ({why})"));
+        } else {
+            eprintln!("KNOWN mismatch (MISMATCHES.md): {chart} {key} {pointer}: {why}");
+        }
+        *hv = Json::String("<known mismatch>".into());
+        *ov = Json::String("<known mismatch>".into());
+    }
+    notes
+}
+
+fn charts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charts")
+}
+
+/// One differential case.
+struct Case {
+    chart: &'static str,
+    release: &'static str,
+    namespace: &'static str,
+    kube_version: Option<&'static str>,
+    include_crds: bool,
+    /// Files of `tests/charts/_values/`, given with `-f` in this order.
+    values: &'static [&'static str],
+    /// Charts of `tests/charts/_vendored/` packed into the chart's `charts/` as `.tgz`.
+    vendored: &'static [&'static str],
+}
+
+const fn case(chart: &'static str) -> Case {
+    Case { chart, release: "rel", namespace: "ns", kube_version: None, include_crds: false, values: &[], vendored: &[] }
+}
+
+/// The chart directory to render: in place, or a temporary copy with vendored `.tgz`s.
+fn prepare(case: &Case, tmp: &Path) -> PathBuf {
+    let src = charts_dir().join(case.chart);
+    if case.vendored.is_empty() {
+        return src;
+    }
+    let dest = tmp.join(case.chart);
+    copy_dir(&src, &dest);
+    std::fs::create_dir_all(dest.join("charts")).expect("charts dir");
+    for name in case.vendored {
+        let from = charts_dir().join("_vendored").join(name);
+        helm::pack_chart(&from, name, &dest.join("charts").join(format!("{name}.tgz"))).expect("pack vendored chart");
+    }
+    dest
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+fn helm_args(case: &Case) -> helm::TemplateArgs {
+    let mut args = helm::TemplateArgs::new(case.release, case.namespace);
+    args.kube_version = case.kube_version.map(str::to_string);
+    args.include_crds = case.include_crds;
+    args.values_files = case.values.iter().map(|v| charts_dir().join("_values").join(v)).collect();
+    args
+}
+
+/// User values as helm reads `-f` files (YAML 1.1 scalars), merged in order.
+fn user_values(case: &Case) -> Json {
+    let mut merged = serde_json::Map::new();
+    for file in case.values {
+        let text = std::fs::read_to_string(charts_dir().join("_values").join(file)).expect("values file");
+        let value = yaml_to_value(&text).unwrap_or_else(|e| panic!("values {file}: {e}")).to_json();
+        if let Json::Object(m) = value {
+            merge_json(&mut merged, m);
+        }
+    }
+    Json::Object(merged)
+}
+
+fn merge_json(into: &mut serde_json::Map<String, Json>, from: serde_json::Map<String, Json>) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Json::Object(a)), Json::Object(b)) => merge_json(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+fn our_options(case: &Case) -> HelmOptions {
+    let mut opts = HelmOptions::new(case.release, case.namespace);
+    opts.kube_version = case.kube_version.map(str::to_string);
+    opts.include_crds = case.include_crds;
+    opts.values = user_values(case);
+    opts.seed = Some(1);
+    opts
+}
+
+fn render_ours(dir: &Path, case: &Case) -> Result<Vec<(String, String)>, String> {
+    let chart = load_chart(dir).map_err(|e| e.to_string())?;
+    let manifests = render_chart(&chart, &our_options(case)).map_err(|e| e.to_string())?;
+    Ok(manifests.into_iter().map(|m| (m.source, m.content)).collect())
+}
+
+fn objects(docs: &[(String, String)], who: &str, chart: &str) -> BTreeMap<String, Json> {
+    let mut objs = helm::parse_docs(docs.iter().map(|(s, c)| (s.as_str(), c.as_str())))
+        .unwrap_or_else(|e| panic!("{chart}: {who}'s output: {e}"));
+    objs.values_mut().for_each(helm::normalise);
+    objs
+}
+
+/// Renders with both and returns a report of the differences, or `None`.
+fn compare(helm_bin: &Path, case: &Case) -> Option<String> {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = prepare(case, tmp.path());
+    let label =
+        format!("{} (kube {:?}, crds {}, values {:?})", case.chart, case.kube_version, case.include_crds, case.values);
+    let theirs = helm::helm_template(helm_bin, &dir, &helm_args(case))
+        .unwrap_or_else(|e| panic!("{label}: helm fails on a chart of the corpus:\n{e}"));
+    let theirs: Vec<(String, String)> =
+        helm::split_helm_output(&theirs).into_iter().map(|d| (d.source, d.content)).collect();
+    let ours = match render_ours(&dir, case) {
+        Ok(ours) => ours,
+        Err(e) if known_failure(case).is_some() => {
+            eprintln!("KNOWN failure (MISMATCHES.md): {label}: {}\n  ours: {e}", known_failure(case).unwrap_or(""));
+            return None;
+        }
+        Err(e) => return Some(format!("=== {label}: helm renders it, ours fails:\n{e}\n")),
+    };
+    if let Some(why) = known_failure(case) {
+        eprintln!("known failure now renders, remove it from KNOWN_FAILURES: {label} ({why})");
+    }
+    let (mut h, mut o) = (objects(&theirs, "helm", case.chart), objects(&ours, "ours", case.chart));
+    for note in set_aside_known(case, &mut h, &mut o) {
+        eprintln!("{note}");
+    }
+    let mut report = helm::diff_objects(&h, &o).unwrap_or_default();
+    // The `# Source:` of each object.
+    let sources = |docs: &[(String, String)]| -> BTreeMap<String, String> {
+        docs.iter()
+            .filter_map(|(s, c)| {
+                let v: Json = serde_saphyr::from_str(c).ok()?;
+                v.is_object().then(|| (helm::object_key(&v), s.clone()))
+            })
+            .collect()
+    };
+    let (hs, os) = (sources(&theirs), sources(&ours));
+    for (key, source) in &hs {
+        if let Some(ours) = os.get(key)
+            && ours != source
+        {
+            report.push_str(&format!("source of {key}: helm {source}, ours {ours}\n"));
+        }
+    }
+    (!report.is_empty()).then(|| format!("=== {label}:\n{report}"))
+}
+
+fn run_cases(test: &str, cases: &[Case]) {
+    let Some(helm_bin) = helm::require_helm(test) else { return };
+    let failures: Vec<String> = cases.iter().filter_map(|c| compare(&helm_bin, c)).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ from helm:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn go_template_semantics_match_helm() {
+    run_cases("go_template_semantics_match_helm", &[case("gotmpl-basics")]);
+}
+
+#[test]
+fn sprig_functions_match_helm() {
+    run_cases("sprig_functions_match_helm", &[case("sprig")]);
+}
+
+#[test]
+fn umbrella_with_aliased_vendored_subchart_matches_helm() {
+    run_cases(
+        "umbrella_with_aliased_vendored_subchart_matches_helm",
+        &[
+            Case { vendored: &["sub"], ..case("umbrella") },
+            Case { vendored: &["sub"], values: &["umbrella-toggled.yaml"], release: "other", ..case("umbrella") },
+        ],
+    );
+}
+
+#[test]
+fn files_and_tpl_match_helm() {
+    run_cases("files_and_tpl_match_helm", &[case("files")]);
+}
+
+#[test]
+fn schema_crds_and_hooks_match_helm() {
+    run_cases(
+        "schema_crds_and_hooks_match_helm",
+        &[
+            case("schema"),
+            Case { include_crds: true, kube_version: Some("1.29.4"), ..case("crds-hooks") },
+            case("crds-hooks"),
+        ],
+    );
+}
+
+#[test]
+fn cni_shaped_chart_matches_helm() {
+    run_cases(
+        "cni_shaped_chart_matches_helm",
+        &[
+            Case { release: "kube-cni", namespace: "kube-system", kube_version: Some("1.30.2"), ..case("cni") },
+            Case { release: "cni", namespace: "kube-system", kube_version: Some("v1.25.16"), ..case("cni") },
+            Case { release: "cni", namespace: "kube-system", ..case("cni") },
+        ],
+    );
+}
+
+#[test]
+fn cloud_provider_shaped_chart_matches_helm() {
+    run_cases(
+        "cloud_provider_shaped_chart_matches_helm",
+        &[Case { release: "occm", namespace: "kube-system", ..case("cloud-provider") }],
+    );
+}
+
+#[test]
+fn cluster_class_chart_matches_helm() {
+    run_cases(
+        "cluster_class_chart_matches_helm",
+        &[Case { release: "openstack-scs-1-30", namespace: "cluster", ..case("cluster-class") }],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Renders `case` with both, expecting both to fail; returns (helm's message, ours), or `None`
+/// for a known failure (ours renders what helm rejects).
+fn both_fail(helm_bin: &Path, case: &Case) -> Option<(String, String)> {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = prepare(case, tmp.path());
+    let theirs = match helm::helm_template(helm_bin, &dir, &helm_args(case)) {
+        Err(e) => e,
+        Ok(out) => panic!("{}: helm renders it, expected a failure:\n{out}", case.chart),
+    };
+    let ours = match render_ours(&dir, case) {
+        Err(e) => e,
+        Ok(_) if known_failure(case).is_some() => {
+            eprintln!("KNOWN failure (MISMATCHES.md): {}: {}", case.chart, known_failure(case).unwrap_or(""));
+            return None;
+        }
+        Ok(docs) => panic!("{}: ours renders it, helm fails with:\n{theirs}\nours:\n{docs:?}", case.chart),
+    };
+    Some((theirs, ours))
+}
+
+/// The `file:line` pairs helm's message names (`(chart/templates/x.yaml:6:10)`, `x.yaml:6`).
+fn positions(message: &str) -> Vec<(String, usize)> {
+    let re = regex::Regex::new(r"([\w./-]+\.(?:yaml|tpl|txt)):(\d+)").expect("regex");
+    re.captures_iter(message).filter_map(|c| Some((c[1].to_string(), c[2].parse().ok()?))).collect()
+}
+
+fn error_case(chart: &'static str) -> Case {
+    Case { chart, ..case(chart) }
+}
+
+#[test]
+fn template_errors_name_file_and_line_as_helm() {
+    let Some(helm_bin) = helm::require_helm("template_errors_name_file_and_line_as_helm") else { return };
+    let cases: &[(&str, &str)] = &[
+        ("errors/required", "image.tag is required"),
+        ("errors/fail", "mode \"weird\" is not supported"),
+        ("errors/syntax", "unexpected EOF"),
+        ("errors/unknown-function", "function \"nosuchfunction\" not defined"),
+        ("errors/helper-error", "index out of range"),
+        ("errors/wrong-type", "nested"),
+    ];
+    let mut failures = Vec::new();
+    for (chart, text) in cases {
+        let Some((theirs, ours)) = both_fail(&helm_bin, &error_case(chart)) else { continue };
+        assert!(theirs.contains(text), "{chart}: helm's message changed:\n{theirs}");
+        let mut missing = Vec::new();
+        if !ours.contains(text) {
+            missing.push(format!("the message {text:?}"));
+        }
+        for (file, line) in positions(&theirs) {
+            let named = ours.contains(&format!("{file}:{line}")) || ours.contains(&format!("({file}:{line}"));
+            if !named {
+                missing.push(format!("{file}:{line}"));
+            }
+        }
+        if !missing.is_empty() {
+            failures.push(format!(
+                "{chart}: ours does not name {}\n  helm: {}\n  ours: {ours}",
+                missing.join(", "),
+                theirs.trim()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn output_that_is_not_yaml_names_the_template() {
+    let Some(helm_bin) = helm::require_helm("output_that_is_not_yaml_names_the_template") else { return };
+    let Some((theirs, ours)) = both_fail(&helm_bin, &error_case("errors/bad-yaml")) else { return };
+    assert!(theirs.contains("bad-yaml/templates/cm.yaml"), "helm: {theirs}");
+    assert!(ours.contains("bad-yaml/templates/cm.yaml"), "ours does not name the template: {ours}\nhelm: {theirs}");
+}
+
+#[test]
+fn incompatible_kube_version_fails_as_in_helm() {
+    let Some(helm_bin) = helm::require_helm("incompatible_kube_version_fails_as_in_helm") else { return };
+    let case = Case { kube_version: Some("v1.20.15"), ..case("cni") };
+    let Some((theirs, ours)) = both_fail(&helm_bin, &case) else { return };
+    assert!(theirs.contains(">= 1.21.0-0"), "helm: {theirs}");
+    assert!(ours.contains(">= 1.21.0-0") && ours.contains("1.20.15"), "ours: {ours}\nhelm: {theirs}");
+}
+
+#[test]
+fn schema_violations_are_reported_as_helm_reports_them() {
+    let Some(helm_bin) = helm::require_helm("schema_violations_are_reported_as_helm_reports_them") else { return };
+    let case = Case { values: &["schema-invalid.yaml"], ..case("schema") };
+    let Some((theirs, ours)) = both_fail(&helm_bin, &case) else { return };
+    for needle in ["/mode", "/name", "/replicas", "extra"] {
+        assert!(theirs.contains(needle), "helm's message changed: {theirs}");
+        assert!(ours.contains(needle), "ours does not name {needle}:\n  ours: {ours}\n  helm: {theirs}");
+    }
+}
