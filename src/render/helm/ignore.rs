@@ -220,15 +220,12 @@ pub fn go_match(pattern: &str, name: &str) -> Result<bool, BadPattern> {
                     break;
                 }
                 let next = i + c.len_utf8();
-                match match_chunk(chunk, &name[next..])? {
-                    Some(t) => {
-                        if pattern.is_empty() && !t.is_empty() {
-                            continue;
-                        }
-                        name = t;
-                        continue 'pattern;
+                if let Some(t) = match_chunk(chunk, &name[next..])? {
+                    if pattern.is_empty() && !t.is_empty() {
+                        continue;
                     }
-                    None => {}
+                    name = t;
+                    continue 'pattern;
                 }
             }
         }
@@ -252,11 +249,7 @@ fn scan_chunk(pattern: &str) -> (bool, &str, &str) {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'\\' => {
-                if i + 1 < bytes.len() {
-                    i += 1;
-                }
-            }
+            b'\\' if i + 1 < bytes.len() => i += 1,
             b'[' => in_range = true,
             b']' => in_range = false,
             b'*' if !in_range => break,

@@ -190,7 +190,7 @@ fn collect(
     let mut data = BTreeMap::new();
     data.insert(
         "Chart".to_string(),
-        Value::Object(Rc::new(objects::ChartObject::new(chart.raw_metadata.clone(), is_root))),
+        Value::Object(Rc::new(objects::ChartObject::new(enabled_metadata(chart), is_root))),
     );
     data.insert("Files".to_string(), Value::Object(Rc::new(objects::Files::new(Arc::new(chart.files.clone())))));
     data.insert("Release".to_string(), top.release.clone());
@@ -309,3 +309,19 @@ fn shorten(message: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Chart.yaml as `.Chart` shows it after dependency processing: only the enabled
+/// dependencies (those `process_dependencies` kept, matched by alias or name).
+fn enabled_metadata(chart: &Chart) -> serde_json::Value {
+    let mut raw = chart.raw_metadata.clone();
+    if let Some(serde_json::Value::Array(deps)) = raw.get_mut("dependencies") {
+        let key = |alias: Option<&str>, name: &str| alias.filter(|a| !a.is_empty()).unwrap_or(name).to_string();
+        let kept: Vec<String> = chart.metadata.dependencies.iter().map(|d| key(d.alias.as_deref(), &d.name)).collect();
+        deps.retain(|d| {
+            let name = d.get("name").and_then(serde_json::Value::as_str).unwrap_or_default();
+            let alias = d.get("alias").and_then(serde_json::Value::as_str);
+            kept.contains(&key(alias, name))
+        });
+    }
+    raw
+}

@@ -122,6 +122,9 @@ impl Object for ChartObject {
         if name == "IsRoot" {
             return Some(Value::Bool(self.is_root));
         }
+        if name == "Dependencies" {
+            return Some(go_dependencies(self.raw.get("dependencies")));
+        }
         let (key, zero) = chart_field(name)?;
         Some(match self.raw.get(key) {
             None | Some(serde_json::Value::Null) => zero,
@@ -138,6 +141,54 @@ impl Object for ChartObject {
     fn to_data(&self) -> Value {
         Value::from_json(&self.raw)
     }
+}
+
+/// `.Chart.Dependencies` as Helm's `*chart.Dependency` values after dependency processing
+/// (the caller passes the enabled ones): Go field names, an alias as the name, string
+/// `import-values` in their `{child: exports.X, parent: .}` form.
+fn go_dependencies(deps: Option<&serde_json::Value>) -> Value {
+    let Some(serde_json::Value::Array(deps)) = deps else { return Value::list(Vec::new()) };
+    let text = |d: &serde_json::Value, key: &str| match d.get(key) {
+        Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
+        Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
+        _ => Value::str(""),
+    };
+    let items = deps
+        .iter()
+        .map(|d| {
+            let alias = d.get("alias").and_then(serde_json::Value::as_str).unwrap_or_default();
+            let name = if alias.is_empty() { text(d, "name") } else { Value::str(alias) };
+            let tags = match d.get("tags") {
+                Some(serde_json::Value::Array(t)) => Value::from_json(&serde_json::Value::Array(t.clone())),
+                _ => Value::list(Vec::new()),
+            };
+            let imports = match d.get("import-values") {
+                Some(serde_json::Value::Array(list)) => Value::list(
+                    list.iter()
+                        .map(|iv| match iv {
+                            serde_json::Value::String(s) => Value::map(BTreeMap::from([
+                                ("child".to_string(), Value::str(format!("exports.{s}"))),
+                                ("parent".to_string(), Value::str(".")),
+                            ])),
+                            other => Value::from_json(other),
+                        })
+                        .collect(),
+                ),
+                _ => Value::list(Vec::new()),
+            };
+            Value::map(BTreeMap::from([
+                ("Name".to_string(), name),
+                ("Version".to_string(), text(d, "version")),
+                ("Repository".to_string(), text(d, "repository")),
+                ("Condition".to_string(), text(d, "condition")),
+                ("Tags".to_string(), tags),
+                ("Enabled".to_string(), Value::Bool(true)),
+                ("ImportValues".to_string(), imports),
+                ("Alias".to_string(), Value::str(alias)),
+            ]))
+        })
+        .collect();
+    Value::list(items)
 }
 
 /// `.Capabilities`.
@@ -387,5 +438,34 @@ impl Object for Files {
 
     fn elements(&self) -> Option<Value> {
         Some(Value::map(self.iter().map(|f| (f.name.clone(), Value::Bytes(Rc::from(&f.data[..])))).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `{{ range .Chart.Dependencies }}{{ .Name }}:{{ .Alias }}:{{ .Version }}:{{ .Enabled }}:{{ .ImportValues }} {{ end }}`
+    /// printed `frontend:frontend:0.1.0:true:[map[child:exports.data parent:.]] lib::0.1.0:true:[] ` in helm.
+    #[test]
+    fn chart_dependencies_have_go_names() {
+        let chart = ChartObject::new(
+            json!({"name": "p", "dependencies": [
+                {"name": "web", "alias": "frontend", "version": "0.1.0", "import-values": ["data"]},
+                {"name": "lib", "version": "0.1.0", "tags": ["t"]}
+            ]}),
+            true,
+        );
+        let deps = chart.field("Dependencies").expect("field");
+        let Value::List(items) = deps else { panic!("a list: {deps:?}") };
+        let first = items[0].to_json();
+        assert_eq!(
+            first,
+            json!({"Name": "frontend", "Alias": "frontend", "Version": "0.1.0", "Repository": "", "Condition": "",
+                "Tags": [], "Enabled": true, "ImportValues": [{"child": "exports.data", "parent": "."}]})
+        );
+        assert_eq!(items[1].to_json()["Name"], json!("lib"));
+        assert_eq!(items[1].to_json()["Tags"], json!(["t"]));
     }
 }
