@@ -127,6 +127,9 @@ pub struct RegistryConfig {
     pub override_url: Option<String>,
     /// Credentials per registry host.
     pub credentials: BTreeMap<String, Credentials>,
+    /// Bearer access tokens per registry host, sent as they are (the Go operator's
+    /// `OCI_ACCESS_TOKEN`).
+    pub access_tokens: BTreeMap<String, String>,
     /// The longest one request may take.
     pub request_timeout: Duration,
 }
@@ -137,6 +140,7 @@ impl Default for RegistryConfig {
             endpoints: BTreeMap::new(),
             override_url: None,
             credentials: BTreeMap::new(),
+            access_tokens: BTreeMap::new(),
             request_timeout: Duration::from_secs(15),
         }
     }
@@ -350,7 +354,8 @@ impl RegistryClient {
     /// Fetches a bearer token for a challenge.
     async fn token(&self, target: &Target<'_>, challenge: &Challenge) -> Result<(TokenKey, String), RegistryError> {
         let realm = challenge.params.get("realm").cloned().unwrap_or_default();
-        let token_err = |message: String| RegistryError::Token { image: target.what.to_string(), realm: realm.clone(), message };
+        let token_err =
+            |message: String| RegistryError::Token { image: target.what.to_string(), realm: realm.clone(), message };
         if realm.is_empty() {
             return Err(token_err("the challenge names no realm".into()));
         }
@@ -409,7 +414,7 @@ impl RegistryClient {
         let up_front = match &known {
             Some(KnownAuth::Bearer(key)) => self.cached_token(key).map(|t| format!("Bearer {t}")),
             Some(KnownAuth::Basic(value)) => Some(value.clone()),
-            None => None,
+            None => self.config.access_tokens.get(target.host).map(|t| format!("Bearer {t}")),
         };
         let attempt = |auth: Option<String>| {
             let mut req = build(&self.http);
