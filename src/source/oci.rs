@@ -574,6 +574,123 @@ fn resolve(base: &str, target: &str) -> Option<String> {
     base.join(target).ok().map(String::from)
 }
 
+/// The media type `publish` gives the files (what `oras push` gives files by default).
+pub const FILE_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
+
+/// Pushes the files of `dir` (regular files at its top level) as an ORAS-style artifact tagged
+/// `tag`: every blob the registry lacks is uploaded (a `HEAD` first, so existing ones are not sent
+/// again), then the manifest, last, so a reader never sees half a release. Returns the manifest's
+/// digest. Each blob is read into memory for its (monolithic) upload.
+pub async fn publish(
+    client: &RegistryClient,
+    host: &str,
+    repository: &str,
+    base_url: &str,
+    tag: &str,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<String, SourceError> {
+    let source = format!("oci://{host}/{repository}");
+    let what = format!("{source}:{tag}");
+    let base = base_url.trim_end_matches('/');
+    let mut names = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| SourceError::io("reading", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| SourceError::io("reading", dir, e))?;
+        let file_type = entry.file_type().map_err(|e| SourceError::io("reading", &entry.path(), e))?;
+        if file_type.is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    if names.is_empty() {
+        return Err(SourceError::Other(format!("{}: no files to publish", dir.display())));
+    }
+    let target = Target { what: &what, host, repository, push: true };
+    let mut layers = Vec::new();
+    for name in names {
+        let path = dir.join(&name);
+        let bytes = bytes::Bytes::from(tokio::fs::read(&path).await.map_err(|e| SourceError::io("reading", &path, e))?);
+        let digest = format!("sha256:{}", hex(&Sha256::digest(&bytes)));
+        progress.start(&name, Some(bytes.len() as u64));
+        push_blob(client, &target, base, repository, &digest, bytes.clone()).await?;
+        progress.advance(bytes.len() as u64);
+        progress.finish(&name);
+        let annotations = std::collections::BTreeMap::from([(TITLE_ANNOTATION.to_string(), name)]);
+        layers.push(Descriptor { media_type: FILE_MEDIA_TYPE.into(), digest, size: bytes.len() as u64, annotations });
+    }
+    let config = bytes::Bytes::from_static(b"{}");
+    let config_digest = format!("sha256:{}", hex(&Sha256::digest(&config)));
+    push_blob(client, &target, base, repository, &config_digest, config.clone()).await?;
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": ARTIFACT_TYPE,
+        "config": Descriptor {
+            media_type: EMPTY_CONFIG.into(),
+            digest: config_digest,
+            size: config.len() as u64,
+            annotations: Default::default(),
+        },
+        "layers": layers,
+    });
+    let body = bytes::Bytes::from(
+        serde_json::to_vec(&manifest).map_err(|e| SourceError::Other(format!("{what}: manifest: {e}")))?,
+    );
+    let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
+    let url = format!("{base}/v2/{repository}/manifests/{tag}");
+    let resp = client
+        .send(&target, &url, |http| http.put(&url).header(CONTENT_TYPE, OCI_MANIFEST).body(body.clone()))
+        .await
+        .map_err(|e| registry_error(&what, e))?;
+    if !resp.status().is_success() {
+        return Err(unexpected_status(&what, &url, resp.status()));
+    }
+    Ok(digest)
+}
+
+/// Uploads one blob unless the registry has it (monolithic upload: `POST` then `PUT ?digest=`).
+async fn push_blob(
+    client: &RegistryClient,
+    target: &Target<'_>,
+    base: &str,
+    repository: &str,
+    digest: &str,
+    bytes: bytes::Bytes,
+) -> Result<(), SourceError> {
+    let what = format!("{} blob {digest}", target.what);
+    let url = format!("{base}/v2/{repository}/blobs/{digest}");
+    let head = client.send(target, &url, |http| http.head(&url)).await.map_err(|e| registry_error(&what, e))?;
+    if head.status().is_success() {
+        tracing::debug!(blob = digest, "already in the registry");
+        return Ok(());
+    }
+    let start = format!("{base}/v2/{repository}/blobs/uploads/");
+    let resp = client.send(target, &start, |http| http.post(&start)).await.map_err(|e| registry_error(&what, e))?;
+    if resp.status() != StatusCode::ACCEPTED {
+        return Err(unexpected_status(&what, &start, resp.status()));
+    }
+    let location = resp
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| protocol(&what, format!("{start}: the upload has no Location")))?;
+    let mut put = reqwest::Url::parse(
+        &resolve(base, location).ok_or_else(|| protocol(&what, format!("bad upload Location {location:?}")))?,
+    )
+    .map_err(|e| protocol(&what, format!("bad upload Location {location:?}: {e}")))?;
+    put.query_pairs_mut().append_pair("digest", digest);
+    let put = put.to_string();
+    let resp = client
+        .send(target, &put, |http| http.put(&put).header(CONTENT_TYPE, "application/octet-stream").body(bytes.clone()))
+        .await
+        .map_err(|e| registry_error(&what, e))?;
+    if resp.status() != StatusCode::CREATED {
+        return Err(unexpected_status(&what, &put, resp.status()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
