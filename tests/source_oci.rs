@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterstack::registry::{RegistryClient, RegistryConfig};
+use clusterstack::registry::{Credentials, RegistryClient, RegistryConfig};
 use clusterstack::source::oci::{self, OciSource};
 use clusterstack::source::{NoProgress, ReleaseSource, SourceError};
 
@@ -38,6 +38,11 @@ impl Drop for Registry {
 impl Registry {
     /// Starts a registry, or says SKIPPED (panics under CI=true) when there is no binary.
     fn start(test: &str) -> Option<Registry> {
+        Self::start_with(test, false)
+    }
+
+    /// With `basic_auth`, the registry asks for `ci` / `letmein` (htpasswd, bcrypt).
+    fn start_with(test: &str, basic_auth: bool) -> Option<Registry> {
         let Some(bin) = registry_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: docker-registry not found (CI=true): install it or set CLUSTERSTACK_REGISTRY_BIN");
@@ -49,14 +54,16 @@ impl Registry {
         let storage = tempfile::tempdir().unwrap();
         let config_dir = tempfile::tempdir().unwrap();
         let config = config_dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                storage.path().display()
-            ),
-        )
-        .unwrap();
+        let mut text = format!(
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            storage.path().display()
+        );
+        if basic_auth {
+            let htpasswd = config_dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, format!("ci:{HTPASSWD_LETMEIN}\n")).unwrap();
+            text.push_str(&format!("auth:\n  htpasswd:\n    realm: test\n    path: {}\n", htpasswd.display()));
+        }
+        std::fs::write(&config, text).unwrap();
         let child = Command::new(&bin)
             .arg("serve")
             .arg(&config)
@@ -91,9 +98,48 @@ impl Registry {
     }
 }
 
+/// bcrypt of `letmein` (cost 5), made once with Python's `bcrypt.hashpw`: a fixture.
+const HTPASSWD_LETMEIN: &str = "$2b$05$/asrBEQkMIkhsvjnvPYOjuE.WsE.2m9z..6Gcg8DSXtS8ZjfVzjrC";
+
 fn client() -> Arc<RegistryClient> {
+    client_with(RegistryConfig::default())
+}
+
+fn client_with(config: RegistryConfig) -> Arc<RegistryClient> {
     clusterstack::install_crypto_provider();
-    Arc::new(RegistryClient::new(RegistryConfig::default()).unwrap())
+    Arc::new(RegistryClient::new(config).unwrap())
+}
+
+fn credentials(host: &str, password: &str) -> RegistryConfig {
+    let mut config = RegistryConfig::default();
+    config.credentials.insert(host.into(), Credentials { username: "ci".into(), password: password.into() });
+    config
+}
+
+#[tokio::test]
+async fn basic_auth_needs_the_right_credentials() {
+    let Some(reg) = Registry::start_with("basic_auth_needs_the_right_credentials", true) else { return };
+    let host = reg.host();
+    let files = release_dir(9);
+    let good = client_with(credentials(&host, "letmein"));
+    oci::publish(&good, &host, "private/stacks", &reg.base(), "docker-ferrol-1-27-v1", files.path(), &NoProgress)
+        .await
+        .unwrap();
+    let listing = OciSource::new(good, &host, "private/stacks", &reg.base()).list().await.unwrap();
+    assert_eq!(listing.releases.len(), 1);
+
+    for config in [credentials(&host, "wrong"), RegistryConfig::default()] {
+        let source = OciSource::new(client_with(config), &host, "private/stacks", &reg.base());
+        let err = source.list().await.unwrap_err().to_string();
+        assert!(err.contains("access denied") && err.contains(&host) && err.contains("private/stacks"), "{err}");
+    }
+    let bad = client_with(credentials(&host, "wrong"));
+    let err =
+        oci::publish(&bad, &host, "private/stacks", &reg.base(), "docker-ferrol-1-27-v2", files.path(), &NoProgress)
+            .await
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("access denied"), "{err}");
 }
 
 fn release_dir(seed: u8) -> tempfile::TempDir {
@@ -185,4 +231,38 @@ async fn a_registry_that_is_down_is_unavailable() {
     let err = source.list().await.unwrap_err();
     assert!(matches!(err, SourceError::Unavailable { .. }), "{err}");
     assert!(err.to_string().contains(&host), "{err}");
+}
+
+#[tokio::test]
+async fn a_tag_on_a_container_image_is_skipped_not_pulled() {
+    let Some(reg) = Registry::start("a_tag_on_a_container_image_is_skipped_not_pulled") else { return };
+    let files = release_dir(11);
+    let good = reg.publish("img", "docker-ferrol-1-27-v1", files.path()).await;
+    // The same blobs as an image manifest: layers without a title annotation.
+    let http = reqwest::Client::new();
+    let artifact: serde_json::Value = http
+        .get(format!("{}/v2/img/manifests/{good}", reg.base()))
+        .header("Accept", oci::OCI_MANIFEST)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut image = artifact.clone();
+    for layer in image["layers"].as_array_mut().unwrap() {
+        layer.as_object_mut().unwrap().remove("annotations");
+        layer["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip".into();
+    }
+    let put = http
+        .put(format!("{}/v2/img/manifests/docker-ferrol-1-27-v2", reg.base()))
+        .header("Content-Type", oci::OCI_MANIFEST)
+        .body(serde_json::to_vec(&image).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    let listing = reg.source("img", 100).list().await.unwrap();
+    assert_eq!(listing.releases.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(), ["docker-ferrol-1-27-v1"]);
+    assert_eq!(listing.skipped, vec!["docker-ferrol-1-27-v2".to_string()]);
 }
