@@ -54,7 +54,7 @@ pub enum Command {
     /// Push a built release directory to an OCI registry as an ORAS-style artifact.
     Publish(publish::PublishArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
-    Operator(crate::controller::config::OperatorArgs),
+    Operator(Box<crate::controller::config::OperatorArgs>),
 }
 
 /// Everything a command can fail with.
@@ -105,6 +105,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),
         Command::Publish(args) => Ok(publish::run(args).await?),
-        Command::Operator(args) => Ok(operator::run(args).await?),
+        Command::Operator(args) => Ok(operator::run(*args).await?),
     }
 }
