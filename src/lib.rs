@@ -14,6 +14,7 @@ pub mod cli;
 pub mod controller;
 pub mod package;
 pub mod provider;
+pub mod registry;
 pub mod release;
 pub mod render;
 pub mod source;

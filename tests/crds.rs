@@ -91,7 +91,10 @@ fn defaults_and_validation_are_in_the_schema() {
         assert_eq!(rules[0]["rule"], "self == oldSelf", "{field} must be immutable");
     }
     let source_rule = &props["source"]["x-kubernetes-validations"][0]["rule"];
-    assert_eq!(source_rule, "has(self.github) != has(self.directory)");
+    assert_eq!(
+        source_rule,
+        "(has(self.github) ? 1 : 0) + (has(self.directory) ? 1 : 0) + (has(self.oci) ? 1 : 0) == 1"
+    );
 
     let addon = &schema("clusteraddons")["properties"]["spec"];
     assert!(addon["required"].as_array().unwrap().contains(&json!("clusterRef")));

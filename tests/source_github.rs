@@ -383,7 +383,7 @@ async fn not_found_is_not_retried() {
 
     let id = match release.assets[0].locator {
         AssetLocator::GitHub { id } => id,
-        AssetLocator::File(_) => unreachable!(),
+        AssetLocator::File(_) | AssetLocator::Oci { .. } => unreachable!(),
     };
     assert!(fake.remove_asset("o", "r", id));
     let dir = tempfile::tempdir().expect("tempdir");

@@ -115,7 +115,7 @@ impl std::fmt::Display for Channel {
 /// Where a ClusterStack's releases come from. Exactly one field is set.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.github) != has(self.directory)").message("set exactly one of github or directory"))]
+#[x_kube(validation = Rule::new("(has(self.github) ? 1 : 0) + (has(self.directory) ? 1 : 0) + (has(self.oci) ? 1 : 0) == 1").message("set exactly one of github, directory or oci"))]
 pub struct ReleaseSourceSpec {
     /// Releases of a GitHub repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,6 +123,22 @@ pub struct ReleaseSourceSpec {
     /// Releases in a directory of the operator's filesystem, one subdirectory per release tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory: Option<DirectorySource>,
+    /// Releases as artifacts in a repository of an OCI registry, one tag per release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
+}
+
+/// A repository of an OCI registry holding cluster-stack releases as ORAS-style artifacts.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `HOST[:PORT]/REPOSITORY`, e.g. `registry.scs.community/kaas/cluster-stacks`.
+    #[schemars(length(min = 3))]
+    pub repository: String,
+    /// Secret in the ClusterStack's namespace with the registry credentials: keys `username` and
+    /// `password`, or `token` (a bearer access token). `key` is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<SecretKeyRef>,
 }
 
 /// A GitHub repository publishing cluster-stack releases.

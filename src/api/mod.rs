@@ -13,7 +13,7 @@ mod crds;
 pub use cluster_addon::{AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, StageStatus};
 pub use cluster_stack::{
     Channel, ClusterStack, ClusterStackReleaseSummary, ClusterStackSpec, ClusterStackStatus, DEFAULT_POLL_INTERVAL,
-    DirectorySource, GitHubSource, ReleaseSourceSpec, SecretKeyRef,
+    DirectorySource, GitHubSource, OciSource, ReleaseSourceSpec, SecretKeyRef,
 };
 pub use cluster_stack_release::{
     ClusterStackRelease, ClusterStackReleaseSpec, ClusterStackReleaseStatus, NodeImageStatus,

@@ -8,6 +8,7 @@ mod install;
 mod install_hooks;
 pub mod operator;
 mod plan;
+pub mod publish;
 pub mod pull;
 pub mod releases;
 mod render;
@@ -51,8 +52,10 @@ pub enum Command {
     Releases(releases::ReleasesArgs),
     /// Fetch one release into the cache, verified and extracted.
     Pull(pull::PullArgs),
+    /// Push a built release directory to an OCI registry as an ORAS-style artifact.
+    Publish(publish::PublishArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
-    Operator(crate::controller::config::OperatorArgs),
+    Operator(Box<crate::controller::config::OperatorArgs>),
 }
 
 /// Everything a command can fail with.
@@ -102,6 +105,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Install(args) => install::run(args),
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),
-        Command::Operator(args) => Ok(operator::run(args).await?),
+        Command::Publish(args) => Ok(publish::run(args).await?),
+        Command::Operator(args) => Ok(operator::run(*args).await?),
     }
 }

@@ -48,14 +48,14 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
 }
 
 /// The source of stacks without `spec.source`: `--default-source`, else the Go
-/// operator's environment (`GIT_ORG_NAME`, `GIT_REPOSITORY_NAME`) so its
+/// operator's environment (`GIT_ORG_NAME`, `GIT_REPOSITORY_NAME`, else `OCI_REGISTRY`, `OCI_REPOSITORY`) so its
 /// Deployments switch without edits, else the Sovereign Cloud Stack repository.
 fn default_source(args: &OperatorArgs, env: impl Fn(&str) -> Option<String>) -> Result<SourceSpec, OperatorError> {
     if let Some(spec) = &args.default_source {
         return Ok(SourceSpec::from_crd(spec)?);
     }
     match SourceSpec::default_from_env(env)? {
-        github @ SourceSpec::GitHub { .. } => Ok(github),
+        spec @ (SourceSpec::GitHub { .. } | SourceSpec::Oci { .. }) => Ok(spec),
         // Without the Go variables the CLI default is the local `releases/`; an
         // operator in a cluster has no such directory, so it follows the public repository.
         SourceSpec::Dir { .. } => Ok(DEFAULT_SOURCE.parse()?),

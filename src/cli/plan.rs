@@ -135,7 +135,8 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
         let spec = source_for(&args.source, stack)?;
         let key = spec.to_string();
         if !listings.contains_key(&key) {
-            let source = source::open(&spec, &github).map_err(SourceCliError::from)?;
+            let source =
+                source::open_with(&spec, &github, &args.source.oci_options(&spec)).map_err(SourceCliError::from)?;
             let listing = source.list().await.map_err(|e| e.to_string());
             listings.insert(key.clone(), (source, listing));
         }

@@ -83,7 +83,7 @@ impl Progress for LineProgress {
 
 /// A progress bar per asset, on a terminal.
 #[derive(Default)]
-struct BarProgress {
+pub(super) struct BarProgress {
     bar: Mutex<Option<ProgressBar>>,
 }
 

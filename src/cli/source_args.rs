@@ -9,8 +9,10 @@ use crate::source::{self, AnySource, CacheError, SourceError};
 /// Where releases come from.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SourceArgs {
-    /// The release source: `github:OWNER/REPO` or `dir:PATH`. Default: the Go
-    /// operator's GIT_ORG_NAME/GIT_REPOSITORY_NAME when set, else `dir:releases`.
+    /// The release source: `github:OWNER/REPO`, `dir:PATH` or `oci://HOST[:PORT]/REPOSITORY`.
+    /// Default: the Go operator's GIT_ORG_NAME/GIT_REPOSITORY_NAME when set, else its
+    /// OCI_REGISTRY/OCI_REPOSITORY, else `dir:releases`. OCI credentials come from env
+    /// OCI_USERNAME + OCI_PASSWORD or OCI_ACCESS_TOKEN.
     #[arg(long, env = "CLUSTERSTACK_SOURCE")]
     pub source: Option<String>,
 
@@ -26,6 +28,11 @@ pub struct SourceArgs {
     /// Also list GitHub releases marked as pre-release.
     #[arg(long)]
     pub include_prereleases: bool,
+
+    /// Reach this OCI registry host (`HOST[:PORT]`) over plain http:// (loopback hosts always
+    /// are). Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registries: Vec<String>,
 }
 
 /// Why a release command failed.
@@ -77,6 +84,18 @@ impl SourceArgs {
     pub fn open(&self) -> Result<AnySource, SourceCliError> {
         let spec = self.spec()?;
         let client = GitHubClient::new(self.github_config()?)?;
-        Ok(source::open(&spec, &client)?)
+        Ok(source::open_with(&spec, &client, &self.oci_options(&spec))?)
+    }
+
+    /// How an OCI source is reached: credentials from the environment (`OCI_*`), insecure hosts
+    /// from `--insecure-registry` and the environment.
+    pub fn oci_options(&self, spec: &SourceSpec) -> source::oci::OciOptions {
+        let host = match spec {
+            SourceSpec::Oci { host, .. } => host.as_str(),
+            _ => "",
+        };
+        let mut options = source::oci::OciOptions::from_env(host, |k| std::env::var(k).ok());
+        options.insecure.extend(self.insecure_registries.iter().cloned());
+        options
     }
 }

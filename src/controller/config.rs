@@ -133,10 +133,23 @@ pub fn parse_source(s: &str) -> Result<ReleaseSourceSpec, BadSource> {
         return Ok(ReleaseSourceSpec {
             github: Some(GitHubSource { owner: owner.into(), repository: repository.into(), token_secret_ref: None }),
             directory: None,
+            oci: None,
         });
     }
     if let Some(path) = s.strip_prefix("dir:").filter(|p| !p.is_empty()) {
-        return Ok(ReleaseSourceSpec { github: None, directory: Some(DirectorySource { path: path.into() }) });
+        return Ok(ReleaseSourceSpec {
+            github: None,
+            directory: Some(DirectorySource { path: path.into() }),
+            oci: None,
+        });
+    }
+    if let Some(rest) = s.strip_prefix("oci://") {
+        crate::source::SourceSpec::oci(s).map_err(|_| bad())?;
+        return Ok(ReleaseSourceSpec {
+            github: None,
+            directory: None,
+            oci: Some(crate::api::OciSource { repository: rest.into(), credentials_secret_ref: None }),
+        });
     }
     Err(bad())
 }

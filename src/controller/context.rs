@@ -202,6 +202,9 @@ impl Context {
     /// a client with that token (one client per distinct token, so its ETags and rate-limit state
     /// are shared by every stack using it); others use the operator's client.
     pub async fn open_in(&self, spec: &SourceSpec, namespace: &str) -> Result<AnySource, SourceError> {
+        if let SourceSpec::Oci { host, credentials_secret_ref: Some(secret_ref), .. } = spec {
+            return self.open_oci_with_secret(spec, host, &secret_ref.name, namespace).await;
+        }
         let SourceSpec::GitHub { token_secret_ref: Some(secret_ref), .. } = spec else {
             return self.open(spec);
         };
@@ -256,6 +259,50 @@ impl Context {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())
             .ok_or_else(|| SourceError::Other(format!("{what} is missing or empty")))
+    }
+
+    /// Opens an OCI source with the credentials of a Secret: `username` and `password`, or
+    /// `token` (a bearer access token).
+    async fn open_oci_with_secret(
+        &self,
+        spec: &SourceSpec,
+        host: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Result<AnySource, SourceError> {
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        let what = format!("Secret {namespace}/{name} (spec.source.oci.credentialsSecretRef)");
+        let secret = secrets
+            .get_opt(name)
+            .await
+            .map_err(|e| SourceError::Other(format!("cannot read {what}: {e}")))?
+            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))?;
+        let value = |key: &str| {
+            secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .and_then(|v| String::from_utf8(v.0.clone()).ok())
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+        };
+        let mut options = crate::source::oci::OciOptions::from_env(host, |k| std::env::var(k).ok());
+        options.registry.credentials.remove(host);
+        options.registry.access_tokens.remove(host);
+        match (value("username"), value("password"), value("token")) {
+            (Some(username), Some(password), _) => {
+                options
+                    .registry
+                    .credentials
+                    .insert(host.to_string(), crate::registry::Credentials { username, password });
+            }
+            (_, _, Some(token)) => {
+                options.registry.access_tokens.insert(host.to_string(), token);
+            }
+            _ => return Err(SourceError::Other(format!("{what} has neither username and password nor token"))),
+        }
+        crate::source::open_with(spec, &self.github, &options)
     }
 
     /// Lists `source`, reusing a listing of the same source younger than `fresh` so that many

@@ -12,6 +12,7 @@ pub mod archive;
 pub mod cache;
 pub mod dir;
 pub mod github;
+pub mod oci;
 pub mod spec;
 
 pub use cache::{CacheError, FetchPolicy, FetchedRelease, ReleaseCache, Verification};
@@ -45,6 +46,8 @@ pub enum AssetLocator {
     GitHub { id: u64 },
     /// A file on the local filesystem.
     File(PathBuf),
+    /// A blob of an OCI registry, by digest (`sha256:<hex>`).
+    Oci { digest: String },
 }
 
 /// One release of a source that parses as a cluster-stack release.
@@ -216,14 +219,37 @@ pub trait ReleaseSource: Send + Sync + fmt::Debug {
 pub enum AnySource {
     GitHub(github::GitHubSource),
     Dir(DirSource),
+    Oci(oci::OciSource),
 }
 
 /// Opens the source a spec names. GitHub sources share `github` (its
-/// rate-limit and conditional-request state); a directory must exist.
+/// rate-limit and conditional-request state); a directory must exist; an
+/// OCI source takes its credentials from the Go operator's `OCI_*` variables
+/// (see [`open_with`] for explicit options).
 pub fn open(spec: &SourceSpec, github: &github::GitHubClient) -> Result<AnySource, SourceError> {
+    let options = match spec {
+        SourceSpec::Oci { host, .. } => oci::OciOptions::from_env(host, |k| std::env::var(k).ok()),
+        _ => oci::OciOptions::default(),
+    };
+    open_with(spec, github, &options)
+}
+
+/// As [`open`], with explicit OCI options.
+pub fn open_with(
+    spec: &SourceSpec,
+    github: &github::GitHubClient,
+    oci_options: &oci::OciOptions,
+) -> Result<AnySource, SourceError> {
     match spec {
         SourceSpec::GitHub { owner, repository, .. } => Ok(AnySource::GitHub(github.repository(owner, repository))),
         SourceSpec::Dir { path } => Ok(AnySource::Dir(DirSource::new(path)?)),
+        SourceSpec::Oci { host, repository, .. } => {
+            crate::install_crypto_provider();
+            let client =
+                crate::registry::RegistryClient::new(oci_options.registry.clone()).map_err(SourceError::Other)?;
+            let base = oci::registry_base_url(host, &oci_options.insecure);
+            Ok(AnySource::Oci(oci::OciSource::new(std::sync::Arc::new(client), host, repository, &base)))
+        }
     }
 }
 
@@ -232,6 +258,7 @@ impl ReleaseSource for AnySource {
         match self {
             AnySource::GitHub(s) => s.name(),
             AnySource::Dir(s) => s.name(),
+            AnySource::Oci(s) => s.name(),
         }
     }
 
@@ -239,6 +266,7 @@ impl ReleaseSource for AnySource {
         match self {
             AnySource::GitHub(s) => s.cache_key(),
             AnySource::Dir(s) => s.cache_key(),
+            AnySource::Oci(s) => s.cache_key(),
         }
     }
 
@@ -246,6 +274,7 @@ impl ReleaseSource for AnySource {
         match self {
             AnySource::GitHub(s) => s.list().await,
             AnySource::Dir(s) => s.list().await,
+            AnySource::Oci(s) => s.list().await,
         }
     }
 
@@ -259,6 +288,7 @@ impl ReleaseSource for AnySource {
         match self {
             AnySource::GitHub(s) => s.download(release, asset, dest, progress).await,
             AnySource::Dir(s) => s.download(release, asset, dest, progress).await,
+            AnySource::Oci(s) => s.download(release, asset, dest, progress).await,
         }
     }
 }

@@ -34,12 +34,21 @@ pub enum SourceSpec {
     },
     /// A local directory with one subdirectory per release tag.
     Dir { path: PathBuf },
+    /// The tags of a repository of an OCI registry: `oci://HOST[:PORT]/REPOSITORY`.
+    Oci {
+        /// Registry host, with its port when not the default.
+        host: String,
+        /// Repository path, e.g. `sovereigncloudstack/cluster-stacks`.
+        repository: String,
+        /// For the operator: the Secret holding `username`/`password` or `token`.
+        credentials_secret_ref: Option<SecretKeyRef>,
+    },
 }
 
 /// A source string that cannot be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error("source {input:?}: expected github:OWNER/REPO or dir:PATH")]
+    #[error("source {input:?}: expected github:OWNER/REPO, dir:PATH or oci://HOST/REPOSITORY")]
     UnknownKind { input: String },
     #[error(
         "source {input:?}: a GitHub source is github:OWNER/REPO, with non-empty OWNER and REPO made of letters, digits, '-', '_' and '.'"
@@ -47,7 +56,11 @@ pub enum SpecError {
     BadGitHub { input: String },
     #[error("source {input:?}: the directory path is empty")]
     EmptyDir { input: String },
-    #[error("spec.source: set exactly one of github and directory")]
+    #[error(
+        "source {input:?}: an OCI source is oci://HOST[:PORT]/REPOSITORY, REPOSITORY made of lower-case '/' separated components"
+    )]
+    BadOci { input: String },
+    #[error("spec.source: set exactly one of github, directory and oci")]
     CrdAmbiguous,
 }
 
@@ -62,8 +75,29 @@ impl SourceSpec {
         SourceSpec::Dir { path: path.into() }
     }
 
+    /// An OCI source without a credentials Secret, from `oci://HOST/REPOSITORY`.
+    pub fn oci(url: &str) -> Result<Self, SpecError> {
+        url.parse::<SourceSpec>().and_then(|s| match s {
+            SourceSpec::Oci { .. } => Ok(s),
+            _ => Err(SpecError::BadOci { input: url.to_string() }),
+        })
+    }
+
     /// Converts a ClusterStack's `spec.source`.
     pub fn from_crd(spec: &ReleaseSourceSpec) -> Result<Self, SpecError> {
+        if let Some(oci) = &spec.oci {
+            if spec.github.is_some() || spec.directory.is_some() {
+                return Err(SpecError::CrdAmbiguous);
+            }
+            let SourceSpec::Oci { host, repository, .. } = Self::oci(&format!("oci://{}", oci.repository))? else {
+                return Err(SpecError::BadOci { input: oci.repository.clone() });
+            };
+            return Ok(SourceSpec::Oci {
+                host,
+                repository,
+                credentials_secret_ref: oci.credentials_secret_ref.clone(),
+            });
+        }
         match (&spec.github, &spec.directory) {
             (Some(gh), None) => {
                 if !valid_github_name(&gh.owner) || !valid_github_name(&gh.repository) {
@@ -82,13 +116,25 @@ impl SourceSpec {
     }
 
     /// The default source from the environment: the Go operator's
-    /// `GIT_ORG_NAME` + `GIT_REPOSITORY_NAME` when both are set, else
-    /// `dir:releases`. `env` looks a variable up (`std::env::var` in real use).
+    /// `GIT_ORG_NAME` + `GIT_REPOSITORY_NAME` when both are set, else its
+    /// `OCI_REGISTRY` + `OCI_REPOSITORY`, else `dir:releases`. `env` looks a
+    /// variable up (`std::env::var` in real use).
     pub fn default_from_env(env: impl Fn(&str) -> Option<String>) -> Result<Self, SpecError> {
         let get = |k: &str| env(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         match (get(ENV_GIT_ORG_NAME), get(ENV_GIT_REPOSITORY_NAME)) {
             (Some(owner), Some(repo)) => format!("github:{owner}/{repo}").parse(),
-            _ => Ok(SourceSpec::dir(DEFAULT_DIR)),
+            _ => match (get(super::oci::ENV_OCI_REGISTRY), get(super::oci::ENV_OCI_REPOSITORY)) {
+                (Some(registry), Some(repo)) => {
+                    // The Go operator's OCI_REGISTRY may carry a scheme; the host is what counts.
+                    let host = registry
+                        .trim_start_matches("oci://")
+                        .trim_start_matches("https://")
+                        .trim_start_matches("http://")
+                        .trim_end_matches('/');
+                    Self::oci(&format!("oci://{host}/{}", repo.trim_matches('/')))
+                }
+                _ => Ok(SourceSpec::dir(DEFAULT_DIR)),
+            },
         }
     }
 }
@@ -112,6 +158,35 @@ fn valid_github_name(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// A registry host with an optional port: letters, digits, '.', '-', or a bracketed IPv6 address.
+fn valid_oci_host(host: &str) -> bool {
+    let (name, port) = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((ip, tail)) if ip.parse::<std::net::Ipv6Addr>().is_ok() => ("v6", tail.strip_prefix(':')),
+            _ => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((n, p)) => (n, Some(p)),
+            None => (host, None),
+        },
+    };
+    !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
+        && port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A repository path as the distribution spec allows it (lower-case components separated by '/',
+/// with '.', '_', '-' inside), which also keeps it safe as a cache path.
+fn valid_oci_repository(repo: &str) -> bool {
+    !repo.is_empty()
+        && repo.split('/').all(|c| {
+            !c.is_empty()
+                && c.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && c.bytes().last().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+        })
+}
+
 impl FromStr for SourceSpec {
     type Err = SpecError;
 
@@ -123,6 +198,17 @@ impl FromStr for SourceSpec {
                 return Err(bad());
             }
             Ok(SourceSpec::github(owner, repo))
+        } else if let Some(rest) = s.strip_prefix("oci://") {
+            let bad = || SpecError::BadOci { input: s.to_string() };
+            let (host, repository) = rest.split_once('/').ok_or_else(bad)?;
+            if !valid_oci_host(host) || !valid_oci_repository(repository) {
+                return Err(bad());
+            }
+            Ok(SourceSpec::Oci {
+                host: host.to_string(),
+                repository: repository.to_string(),
+                credentials_secret_ref: None,
+            })
         } else if let Some(rest) = s.strip_prefix("dir:") {
             if rest.is_empty() {
                 return Err(SpecError::EmptyDir { input: s.to_string() });
@@ -139,6 +225,7 @@ impl fmt::Display for SourceSpec {
         match self {
             SourceSpec::GitHub { owner, repository, .. } => write!(f, "github:{owner}/{repository}"),
             SourceSpec::Dir { path } => write!(f, "dir:{}", path.display()),
+            SourceSpec::Oci { host, repository, .. } => write!(f, "oci://{host}/{repository}"),
         }
     }
 }
@@ -171,6 +258,44 @@ mod tests {
         let dir: SourceSpec = "dir:./releases".parse().unwrap();
         assert_eq!(dir, SourceSpec::dir("./releases"));
         assert_eq!(dir.to_string(), "dir:./releases");
+    }
+
+    #[test]
+    fn parses_oci_sources() {
+        let s: SourceSpec = "oci://127.0.0.1:5000/scs/cluster-stacks".parse().unwrap();
+        assert_eq!(
+            s,
+            SourceSpec::Oci {
+                host: "127.0.0.1:5000".into(),
+                repository: "scs/cluster-stacks".into(),
+                credentials_secret_ref: None
+            }
+        );
+        assert_eq!(s.to_string(), "oci://127.0.0.1:5000/scs/cluster-stacks");
+        assert!("oci://[::1]:5000/a".parse::<SourceSpec>().is_ok());
+        for bad in [
+            "oci://",
+            "oci://host",
+            "oci://host/",
+            "oci://host/Upper",
+            "oci://host/a/../b",
+            "oci://h:x/a",
+            "oci://h/a//b",
+        ] {
+            assert!(bad.parse::<SourceSpec>().is_err(), "{bad} should be rejected");
+        }
+        let spec = SourceSpec::default_from_env(env(&[
+            ("OCI_REGISTRY", "https://registry.scs.community"),
+            ("OCI_REPOSITORY", "kaas/cluster-stacks"),
+        ]));
+        assert_eq!(spec.unwrap().to_string(), "oci://registry.scs.community/kaas/cluster-stacks");
+        let both = SourceSpec::default_from_env(env(&[
+            ("GIT_ORG_NAME", "o"),
+            ("GIT_REPOSITORY_NAME", "r"),
+            ("OCI_REGISTRY", "r.io"),
+            ("OCI_REPOSITORY", "x"),
+        ]));
+        assert_eq!(both.unwrap(), SourceSpec::github("o", "r"));
     }
 
     #[test]
@@ -213,16 +338,19 @@ mod tests {
                 token_secret_ref: Some(secret.clone()),
             }),
             directory: None,
+            oci: None,
         };
         assert_eq!(
             SourceSpec::from_crd(&crd).unwrap(),
             SourceSpec::GitHub { owner: "o".into(), repository: "r".into(), token_secret_ref: Some(secret) }
         );
-        let crd = ReleaseSourceSpec { github: None, directory: Some(DirectorySource { path: "/srv/r".into() }) };
+        let crd =
+            ReleaseSourceSpec { github: None, directory: Some(DirectorySource { path: "/srv/r".into() }), oci: None };
         assert_eq!(SourceSpec::from_crd(&crd).unwrap(), SourceSpec::dir("/srv/r"));
         let both = ReleaseSourceSpec {
             github: Some(GitHubSource { owner: "o".into(), repository: "r".into(), token_secret_ref: None }),
             directory: Some(DirectorySource { path: "/x".into() }),
+            oci: None,
         };
         assert_eq!(SourceSpec::from_crd(&both), Err(SpecError::CrdAmbiguous));
     }
