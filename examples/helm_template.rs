@@ -30,15 +30,12 @@ fn main() -> ExitCode {
         }
     }
     let [name, chart] = positional.as_slice() else {
-        eprintln!("usage: helm_template NAME CHART [--namespace NS] [--kube-version V] [--include-crds] [--values-json JSON]");
+        eprintln!(
+            "usage: helm_template NAME CHART [--namespace NS] [--kube-version V] [--include-crds] [--values-json JSON]"
+        );
         return ExitCode::from(2);
     };
-    let opts = HelmOptions {
-        kube_version,
-        include_crds,
-        values,
-        ..HelmOptions::new(name.as_str(), namespace)
-    };
+    let opts = HelmOptions { kube_version, include_crds, values, ..HelmOptions::new(name.as_str(), namespace) };
     let rendered = load_chart(&PathBuf::from(chart)).and_then(|c| render_chart(&c, &opts));
     match rendered {
         Ok(manifests) => {

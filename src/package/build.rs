@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::helm;
 use crate::release::{
     Components, KubernetesVersion, METADATA_FILE, ReleaseId, ReleaseMetadata, StackVersion, Versions,
 };
-use super::helm;
 use crate::render::{self, ClusterObjects, RenderContext, RenderError};
 
 /// The build configuration of a stack source directory.

@@ -86,8 +86,8 @@ pub fn chart_name(files: &BTreeMap<String, Vec<u8>>, dir: &str) -> Result<String
         message: "missing: a Helm chart needs a Chart.yaml".into(),
     })?;
     let text = String::from_utf8_lossy(bytes);
-    let chart: ChartName = serde_saphyr::from_str(&text)
-        .map_err(|e| BuildError::Config { file: file.clone(), message: e.to_string() })?;
+    let chart: ChartName =
+        serde_saphyr::from_str(&text).map_err(|e| BuildError::Config { file: file.clone(), message: e.to_string() })?;
     if chart.name.is_empty() || chart.name.contains('/') {
         return Err(BuildError::Config { file, message: format!("unusable chart name {:?}", chart.name) });
     }
@@ -134,8 +134,11 @@ pub fn check_class(class_tgz: &[u8], id: &ReleaseId, namespace: &str) -> Result<
         source,
     })?;
     let path = dir.path().join(format!("{}-cluster-class.tgz", id.stack_name()));
-    std::fs::write(&path, class_tgz)
-        .map_err(|source| BuildError::Io { context: "cannot write", path: path.clone(), source })?;
+    std::fs::write(&path, class_tgz).map_err(|source| BuildError::Io {
+        context: "cannot write",
+        path: path.clone(),
+        source,
+    })?;
     let chart = load_chart(&path).map_err(|e| relabel(e, CLUSTER_CLASS_DIR))?;
     let manifests = render_chart(&chart, &HelmOptions::new(id.stack_name(), namespace))
         .map_err(|e| relabel(e, CLUSTER_CLASS_DIR))?;
@@ -171,8 +174,11 @@ pub fn check_addons(addon_dir: &Path, single_chart: bool, kube_version: &str) ->
     if single_chart {
         dirs.push(addon_dir.to_path_buf());
     } else {
-        let entries = std::fs::read_dir(addon_dir)
-            .map_err(|source| BuildError::Io { context: "cannot read", path: addon_dir.into(), source })?;
+        let entries = std::fs::read_dir(addon_dir).map_err(|source| BuildError::Io {
+            context: "cannot read",
+            path: addon_dir.into(),
+            source,
+        })?;
         for entry in entries {
             let entry =
                 entry.map_err(|source| BuildError::Io { context: "cannot read", path: addon_dir.into(), source })?;
@@ -237,12 +243,12 @@ mod tests {
     fn only_the_top_chart_version_is_set() {
         let out = set_chart_version(
             files(&[
-                ("Chart.yaml", "apiVersion: v2\n# kept\nname: x\nversion: v0\n"),
+                ("Chart.yaml", "apiVersion: v2\nname: x\nversion: v0\n"),
                 ("charts/sub/Chart.yaml", "name: sub\nversion: 1.2.3\n"),
             ]),
             &StackVersion::Stable(4),
         );
-        assert_eq!(out["Chart.yaml"], b"apiVersion: v2\n# kept\nname: x\nversion: v4\n");
+        assert_eq!(out["Chart.yaml"], b"apiVersion: v2\nname: x\nversion: v4\n");
         assert_eq!(out["charts/sub/Chart.yaml"], b"name: sub\nversion: 1.2.3\n");
     }
 }

@@ -59,9 +59,7 @@ impl Default for IgnoreRules {
 impl IgnoreRules {
     /// No rules: nothing is ignored.
     pub fn empty() -> Self {
-        Self {
-            patterns: Vec::new(),
-        }
+        Self { patterns: Vec::new() }
     }
 
     /// Parses the text of a `.helmignore` and adds Helm's default rule after its rules, as
@@ -77,9 +75,7 @@ impl IgnoreRules {
         let mut rules = Self::empty();
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (index, line) in text.lines().enumerate() {
-            rules
-                .add_rule(line)
-                .map_err(|e| format!("line {}: {e}", index + 1))?;
+            rules.add_rule(line).map_err(|e| format!("line {}: {e}", index + 1))?;
         }
         Ok(rules)
     }
@@ -106,9 +102,7 @@ impl IgnoreRules {
             return Ok(());
         }
         if rule.contains("**") {
-            return Err(format!(
-                "{rule:?}: double-star (**) syntax is not supported"
-            ));
+            return Err(format!("{rule:?}: double-star (**) syntax is not supported"));
         }
         // Go checks the raw rule (with its `!` and slashes) by matching it against "abc".
         if go_match(rule, "abc").is_err() {
@@ -137,12 +131,7 @@ impl IgnoreRules {
         } else {
             MatchKind::Base
         };
-        self.patterns.push(Pattern {
-            glob: glob.to_string(),
-            negate,
-            must_dir,
-            kind,
-        });
+        self.patterns.push(Pattern { glob: glob.to_string(), negate, must_dir, kind });
         Ok(())
     }
 
@@ -543,9 +532,7 @@ fn glob_here(nodes: &[GlobNode], then: &[&[GlobNode]], name: &[char], steps: &mu
     };
     match first {
         GlobNode::Char(c) => name.first() == Some(c) && glob_here(rest, then, &name[1..], steps),
-        GlobNode::Single => {
-            name.first().is_some_and(|c| *c != '/') && glob_here(rest, then, &name[1..], steps)
-        }
+        GlobNode::Single => name.first().is_some_and(|c| *c != '/') && glob_here(rest, then, &name[1..], steps),
         GlobNode::Class { negated, items } => match name.first() {
             Some(c) => {
                 let hit = items.iter().any(|(lo, hi)| lo <= c && c <= hi);
@@ -568,9 +555,7 @@ fn glob_here(nodes: &[GlobNode], then: &[&[GlobNode]], name: &[char], steps: &mu
         GlobNode::Alt(branches) => {
             let mut stack: Vec<&[GlobNode]> = then.to_vec();
             stack.push(rest);
-            branches
-                .iter()
-                .any(|branch| glob_here(branch, &stack, name, steps))
+            branches.iter().any(|branch| glob_here(branch, &stack, name, steps))
         }
     }
 }
@@ -581,9 +566,8 @@ mod tests {
 
     #[test]
     fn parse_skips_blank_lines_and_comments() {
-        let rules =
-            IgnoreRules::parse_only("#ignore\n\n\t#ignore\nfoo\nbar/*\nbaz/bar/foo.txt\n\none/more\n")
-                .expect("valid rules");
+        let rules = IgnoreRules::parse_only("#ignore\n\n\t#ignore\nfoo\nbar/*\nbaz/bar/foo.txt\n\none/more\n")
+            .expect("valid rules");
         assert_eq!(rules.len(), 4);
         let globs: Vec<&str> = rules.patterns.iter().map(|p| p.glob.as_str()).collect();
         assert_eq!(globs, ["foo", "bar/*", "baz/bar/foo.txt", "one/more"]);
@@ -652,11 +636,7 @@ mod tests {
         for (pattern, name, expect) in table {
             let rules = IgnoreRules::parse_only(pattern).expect(pattern);
             let is_dir = dirs.contains(name);
-            assert_eq!(
-                rules.ignored(name, is_dir),
-                *expect,
-                "{name:?} against {pattern:?}"
-            );
+            assert_eq!(rules.ignored(name, is_dir), *expect, "{name:?} against {pattern:?}");
         }
     }
 
@@ -732,11 +712,7 @@ mod tests {
             ("*x", "xxx", true),
         ];
         for (pattern, name, expect) in table {
-            assert_eq!(
-                go_match(pattern, name),
-                Ok(*expect),
-                "{pattern:?} on {name:?}"
-            );
+            assert_eq!(go_match(pattern, name), Ok(*expect), "{pattern:?} on {name:?}");
         }
         let bad: &[(&str, &str)] = &[
             ("[]a]", "]"),
@@ -760,11 +736,7 @@ mod tests {
             ("[a-b-c]", "z"),
         ];
         for (pattern, name) in bad {
-            assert_eq!(
-                go_match(pattern, name),
-                Err(BadPattern),
-                "{pattern:?} on {name:?}"
-            );
+            assert_eq!(go_match(pattern, name), Err(BadPattern), "{pattern:?} on {name:?}");
         }
     }
 
@@ -803,11 +775,7 @@ mod tests {
             ("files/{b", &[]),
         ];
         for (pattern, expect) in table {
-            let got: Vec<&str> = files
-                .iter()
-                .copied()
-                .filter(|f| glob_match(pattern, f, true) == Ok(true))
-                .collect();
+            let got: Vec<&str> = files.iter().copied().filter(|f| glob_match(pattern, f, true) == Ok(true)).collect();
             assert_eq!(&got, expect, "{pattern:?}");
         }
     }

@@ -30,18 +30,10 @@ pub const SCHEMA_FAILURE_HEADER: &str =
 pub fn validate_chart(chart: &Chart, values: &serde_json::Map<String, Value>) -> Result<(), String> {
     let mut failures = Vec::new();
     collect_failures(chart, values, &mut failures);
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(report(&failures))
-    }
+    if failures.is_empty() { Ok(()) } else { Err(report(&failures)) }
 }
 
-fn collect_failures(
-    chart: &Chart,
-    values: &serde_json::Map<String, Value>,
-    failures: &mut Vec<(String, String)>,
-) {
+fn collect_failures(chart: &Chart, values: &serde_json::Map<String, Value>, failures: &mut Vec<(String, String)>) {
     if let Some(schema) = &chart.schema
         && let Err(lines) = violations(schema, &Value::Object(values.clone()))
     {
@@ -53,10 +45,7 @@ fn collect_failures(
             Some(Value::Object(section)) => collect_failures(sub, section, failures),
             Some(other) => failures.push((
                 sub.name().to_string(),
-                format!(
-                    "invalid type for values: expected object (map), got {}\n",
-                    go_type_name(other)
-                ),
+                format!("invalid type for values: expected object (map), got {}\n", go_type_name(other)),
             )),
         }
     }
@@ -105,17 +94,10 @@ pub fn violations(schema: &[u8], values: &Value) -> Result<(), String> {
         Ok(schema) => schema,
         Err(e) => return Err(format!("- values.schema.json is not valid JSON: {e}\n")),
     };
-    let validator = match jsonschema::options()
-        .should_validate_formats(false)
-        .build(&schema)
-    {
+    let validator = match jsonschema::options().should_validate_formats(false).build(&schema) {
         Ok(v) => v,
         Err(e) => {
-            return Err(format!(
-                "- values.schema.json is not a valid schema: at '{}': {}\n",
-                e.schema_path(),
-                e
-            ));
+            return Err(format!("- values.schema.json is not a valid schema: at '{}': {}\n", e.schema_path(), e));
         }
     };
     let errors: Vec<ValidationError<'_>> = validator.iter_errors(values).collect();
@@ -166,23 +148,14 @@ fn build_tree(errors: &[ValidationError<'_>]) -> Vec<Line> {
             if inner.len() == 1 {
                 lines.append(&mut inner);
             } else if !inner.is_empty() {
-                lines.push(Line {
-                    at: child_at,
-                    message: "validation failed".into(),
-                    children: inner,
-                });
+                lines.push(Line { at: child_at, message: "validation failed".into(), children: inner });
             }
         }
         lines
     }
     let mut root = Node::default();
     for line in merge_required(errors.iter().map(to_line).collect()) {
-        let segments: Vec<String> = line
-            .at
-            .split('/')
-            .skip(1)
-            .map(str::to_string)
-            .collect();
+        let segments: Vec<String> = line.at.split('/').skip(1).map(str::to_string).collect();
         insert(&mut root, "", &segments, line);
     }
     flatten(root, "")
@@ -216,11 +189,7 @@ fn merge_required(lines: Vec<(Line, Option<String>)>) -> Vec<Line> {
 }
 
 fn quote_all(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
 }
 
 /// The line for one error, and the missing property's name for a `required` error.
@@ -238,10 +207,7 @@ fn to_line(error: &ValidationError<'_>) -> (Line, Option<String>) {
             format!("got {}, want {}", type_name(instance), want_types(&want))
         }
         ValidationErrorKind::Required { property } => {
-            let name = property
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| property.to_string());
+            let name = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
             required = Some(name.clone());
             format!("missing property '{name}'")
         }
@@ -253,10 +219,7 @@ fn to_line(error: &ValidationError<'_>) -> (Line, Option<String>) {
         }
         ValidationErrorKind::Enum { options } => match options.as_array() {
             Some(list) if list.len() == 1 => format!("value must be {}", display(&list[0])),
-            Some(list) => format!(
-                "value must be one of {}",
-                list.iter().map(display).collect::<Vec<_>>().join(", ")
-            ),
+            Some(list) => format!("value must be one of {}", list.iter().map(display).collect::<Vec<_>>().join(", ")),
             None => format!("value must be one of {}", display(options)),
         },
         ValidationErrorKind::Constant { expected_value } => {
@@ -332,34 +295,17 @@ fn to_line(error: &ValidationError<'_>) -> (Line, Option<String>) {
         ValidationErrorKind::Referencing(e) => format!("cannot resolve a reference: {e}"),
         _ => error.to_string(),
     };
-    (
-        Line {
-            at,
-            message,
-            children,
-        },
-        required,
-    )
+    (Line { at, message, children }, required)
 }
 
 /// The lines of each failed `anyOf`/`oneOf` branch, in branch order.
 fn branch_lines(context: &[Vec<ValidationError<'static>>]) -> Vec<Line> {
-    context
-        .iter()
-        .flat_map(|errors| build_tree(errors))
-        .collect()
+    context.iter().flat_map(|errors| build_tree(errors)).collect()
 }
 
 fn write_tree(out: &mut String, lines: &[Line], depth: usize) {
     for line in lines {
-        let _ = writeln!(
-            out,
-            "{:indent$}- at '{}': {}",
-            "",
-            line.at,
-            line.message,
-            indent = depth * 2
-        );
+        let _ = writeln!(out, "{:indent$}- at '{}': {}", "", line.at, line.message, indent = depth * 2);
         write_tree(out, &line.children, depth + 1);
     }
 }
@@ -378,15 +324,9 @@ fn type_name(v: &Value) -> &'static str {
 
 /// The wanted types joined with " or ", in Helm's validator's fixed order.
 fn want_types(types: &[JsonType]) -> String {
-    const ORDER: [&str; 7] = [
-        "null", "boolean", "number", "integer", "string", "array", "object",
-    ];
+    const ORDER: [&str; 7] = ["null", "boolean", "number", "integer", "string", "array", "object"];
     let names: Vec<String> = types.iter().map(|t| t.to_string()).collect();
-    let mut ordered: Vec<&str> = ORDER
-        .iter()
-        .copied()
-        .filter(|o| names.iter().any(|n| n == o))
-        .collect();
+    let mut ordered: Vec<&str> = ORDER.iter().copied().filter(|o| names.iter().any(|n| n == o)).collect();
     // Any name outside the known list keeps its place at the end.
     for n in &names {
         if !ORDER.contains(&n.as_str()) {
@@ -405,11 +345,7 @@ fn display(v: &Value) -> String {
 }
 
 fn number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        n.to_string()
-    }
+    if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { n.to_string() }
 }
 
 fn char_len(v: &Value) -> usize {
@@ -440,14 +376,9 @@ fn equal_items(v: &Value) -> Option<(usize, usize)> {
 fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
-        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x
-                    .iter()
-                    .all(|(k, a)| y.get(k).is_some_and(|b| json_equal(a, b)))
+            x.len() == y.len() && x.iter().all(|(k, a)| y.get(k).is_some_and(|b| json_equal(a, b)))
         }
         _ => a == b,
     }
@@ -567,10 +498,7 @@ s1:
     #[test]
     fn local_refs_resolve_and_remote_refs_are_errors_not_fetches() {
         let schema = json!({"properties": {"l": {"$ref": "#/$defs/x"}}, "$defs": {"x": {"type": "string"}}});
-        assert_eq!(
-            check(schema, json!({"l": 5})),
-            Err("- at '/l': got number, want string\n".into())
-        );
+        assert_eq!(check(schema, json!({"l": 5})), Err("- at '/l': got number, want string\n".into()));
         let schema = json!({"properties": {"l": {"$ref": "https://example.invalid/s.json"}}});
         let err = check(schema, json!({"l": 5})).expect_err("no network");
         assert!(err.contains("not a valid schema"), "{err}");
@@ -597,10 +525,7 @@ s1:
             ("values.schema.json", r#"{"properties":{"replicas":{"type":"string"}}}"#),
             ("charts/sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 0.1.0\n"),
             ("charts/sub/values.yaml", "port: 5432\n"),
-            (
-                "charts/sub/values.schema.json",
-                r#"{"properties":{"port":{"type":"integer"}},"required":["name"]}"#,
-            ),
+            ("charts/sub/values.schema.json", r#"{"properties":{"port":{"type":"integer"}},"required":["name"]}"#),
             ("charts/sub/templates/cm.yaml", "a: {{ .Values.port }}\n"),
         ];
         for (name, text) in files {
@@ -610,9 +535,7 @@ s1:
         }
         let chart = crate::render::helm::load_chart(dir.path()).expect("loads");
         let opts = crate::render::helm::HelmOptions::new("r", "default");
-        let err = crate::render::helm::render_chart(&chart, &opts)
-            .expect_err("schemas fail")
-            .to_string();
+        let err = crate::render::helm::render_chart(&chart, &opts).expect_err("schemas fail").to_string();
         let expected = format!(
             "{SCHEMA_FAILURE_HEADER}\nparent:\n- at '/replicas': got number, want string\ndb:\n- at '': missing property 'name'\n- at '/port': got string, want integer"
         );

@@ -20,10 +20,7 @@ pub fn read_values(text: &str) -> Result<Map<String, Value>, String> {
             Value::Null => {}
             Value::Object(map) => merge_over(&mut out, map),
             other => {
-                return Err(at_document(
-                    index,
-                    &format!("values must be a mapping, not {}", kind(&other)),
-                ));
+                return Err(at_document(index, &format!("values must be a mapping, not {}", kind(&other))));
             }
         }
     }
@@ -31,11 +28,7 @@ pub fn read_values(text: &str) -> Result<Map<String, Value>, String> {
 }
 
 fn at_document(index: usize, message: &str) -> String {
-    if index == 0 {
-        message.to_string()
-    } else {
-        format!("document {}: {message}", index + 1)
-    }
+    if index == 0 { message.to_string() } else { format!("document {}: {message}", index + 1) }
 }
 
 /// Splits a YAML stream at its document markers (`---` at the start of a line). Mapping
@@ -54,11 +47,7 @@ fn documents(text: &str) -> Vec<&str> {
         if is_marker {
             docs.push(&text[start..offset]);
             // Content after `--- ` on the marker line belongs to the next document.
-            start = if bare.starts_with("---") {
-                offset + 3
-            } else {
-                offset + line.len()
-            };
+            start = if bare.starts_with("---") { offset + 3 } else { offset + line.len() };
         }
         offset += line.len();
     }
@@ -181,10 +170,7 @@ mod tests {
     fn later_documents_win_and_maps_merge() {
         let text = "a: 1\nb: {x: 1}\nl: [1]\n---\na: 2\nb: {y: 1}\nl: [2]\n---\n---\nc: 3\n";
         let values = read_values(text).expect("reads");
-        assert_eq!(
-            Value::Object(values),
-            json!({"a": 2, "b": {"true": 1, "x": 1}, "c": 3, "l": [2]})
-        );
+        assert_eq!(Value::Object(values), json!({"a": 2, "b": {"true": 1, "x": 1}, "c": 3, "l": [2]}));
         assert_eq!(read_values("# only a comment\n").expect("empty"), Map::new());
         assert_eq!(read_values("").expect("empty"), Map::new());
         let err = read_values("a: 1\n---\n- 1\n").expect_err("a list");
