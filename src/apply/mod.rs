@@ -28,6 +28,23 @@ pub const FIELD_MANAGER: &str = "clusterstack";
 pub const RELEASE_LABEL: &str = "clusterstack.x-k8s.io/release";
 /// Label naming the namespace of the `ClusterStackRelease` that applied an object.
 pub const RELEASE_NAMESPACE_LABEL: &str = "clusterstack.x-k8s.io/release-namespace";
+/// The label that adds a ClusterRole's rules to the operator's aggregated ClusterRole
+/// (value `"true"`): how platform teams and provider plug-ins grant further kinds.
+pub const AGGREGATE_LABEL: &str = "clusterstack.x-k8s.io/aggregate-to-manager";
+/// How an inventory error of a forbidden apply starts.
+pub const FORBIDDEN_PREFIX: &str = "forbidden:";
+
+/// The inventory error of an apply the server forbade (HTTP 403): the missing permission and
+/// how to grant it.
+pub fn forbidden_message(group: &str, resource: &str, verb: &str) -> String {
+    let shown = if group.is_empty() { "\"\" (core)".to_string() } else { format!("{group:?}") };
+    format!(
+        "{FORBIDDEN_PREFIX} the operator lacks permission group {shown}, resource {resource:?}, verb {verb:?} \
+         (server-side apply needs get, create and patch); grant it with a ClusterRole labelled \
+         {AGGREGATE_LABEL}: \"true\""
+    )
+}
+
 /// How many objects of one ordering group are applied at the same time by default.
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// How long to wait for applied CRDs to become established by default.
@@ -498,6 +515,10 @@ impl Applier {
                 let mut status = key.status(SyncStatus::Synced, String::new());
                 status.resource_version = after;
                 Outcome { status, key, change }
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                let error = forbidden_message(&key.group, &resolved.resource.plural, "patch");
+                fail(key, error)
             }
             Err(e) => fail(key, format!("server-side apply failed: {}", describe(&e))),
         }

@@ -14,12 +14,15 @@ use k8s_openapi::api::core::v1::{
     PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Service,
     ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{
+    AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api;
+use crate::apply::AGGREGATE_LABEL;
 use crate::controller::config::{DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE};
 
 use super::CliError;
@@ -116,7 +119,9 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
     let ns = &args.namespace;
     push(&Namespace { metadata: meta(ns, None), ..Default::default() })?;
     push(&ServiceAccount { metadata: meta(NAME, Some(ns)), ..Default::default() })?;
-    push(&cluster_role())?;
+    for role in cluster_roles() {
+        push(&role)?;
+    }
     push(&ClusterRoleBinding {
         metadata: meta(NAME, None),
         role_ref: role_ref("ClusterRole"),
@@ -215,12 +220,39 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 const MANAGE: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
 const READ: &[&str] = &["get", "list", "watch"];
 
-/// Cluster-wide permissions: our CRDs and their status, events, reading CAPI
-/// Clusters, managing the template kinds cluster classes contain, reading
-/// token Secrets.
-fn cluster_role() -> ClusterRole {
+/// The operator's ClusterRole aggregates every ClusterRole labelled
+/// [`AGGREGATE_LABEL`]`: "true"` (the Cluster API convention): its own
+/// permissions and the CAPI template kinds come in two such roles; platform
+/// teams and provider plug-ins add kinds (e.g. `openstack.k-orc.cloud`
+/// `images`) with a labelled ClusterRole of their own.
+fn cluster_roles() -> Vec<ClusterRole> {
+    let selector = LabelSelector {
+        match_labels: Some(BTreeMap::from([(AGGREGATE_LABEL.to_string(), "true".to_string())])),
+        ..Default::default()
+    };
+    let aggregated = ClusterRole {
+        metadata: meta(NAME, None),
+        rules: Some(Vec::new()),
+        aggregation_rule: Some(AggregationRule { cluster_role_selectors: Some(vec![selector]) }),
+    };
+    let labelled = |name: &str, rules: Vec<PolicyRule>| {
+        let mut metadata = meta(name, None);
+        metadata.labels.get_or_insert_with(BTreeMap::new).insert(AGGREGATE_LABEL.into(), "true".into());
+        ClusterRole { metadata, rules: Some(rules), aggregation_rule: None }
+    };
+    let templates = TEMPLATE_RESOURCES.iter().map(|(group, resources)| rule(group, resources, MANAGE)).collect();
+    vec![
+        aggregated,
+        labelled(&format!("{NAME}-core"), core_rules()),
+        labelled(&format!("{NAME}-capi-templates"), templates),
+    ]
+}
+
+/// Cluster-wide permissions of the operator itself: our CRDs and their status,
+/// events, reading CAPI Clusters, reading token Secrets.
+fn core_rules() -> Vec<PolicyRule> {
     let g = api::GROUP;
-    let mut rules = vec![
+    let rules = vec![
         rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons"], MANAGE),
         rule(
             g,
@@ -245,10 +277,7 @@ fn cluster_role() -> ClusterRole {
         rule("controlplane.cluster.x-k8s.io", &["kubeadmcontrolplanes"], &["get"]),
         rule("infrastructure.cluster.x-k8s.io", &["dockerclusters"], &["get"]),
     ];
-    for (group, resources) in TEMPLATE_RESOURCES {
-        rules.push(rule(group, resources, MANAGE));
-    }
-    ClusterRole { metadata: meta(NAME, None), rules: Some(rules), aggregation_rule: None }
+    rules
 }
 
 /// Leader election, only in the operator's own namespace.
@@ -559,6 +588,29 @@ mod tests {
             base64::engine::general_purpose::STANDARD.decode(secret["data"]["ca.crt"].as_str().unwrap()).unwrap();
         assert_eq!(ca, ca_in_secret);
         assert!(String::from_utf8(ca).unwrap().contains("BEGIN CERTIFICATE"));
+    }
+
+    #[test]
+    fn the_cluster_role_aggregates_labelled_roles() {
+        let docs = docs(&[]);
+        let roles = find(&docs, "ClusterRole");
+        let main = roles.iter().find(|r| r["metadata"]["name"] == NAME).unwrap();
+        assert_eq!(
+            main["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"][AGGREGATE_LABEL], "true",
+            "{main}"
+        );
+        // The binding grants the aggregated role.
+        assert_eq!(find(&docs, "ClusterRoleBinding")[0]["roleRef"]["name"], NAME);
+        let labelled: Vec<&&Value> =
+            roles.iter().filter(|r| r["metadata"]["labels"][AGGREGATE_LABEL] == "true").collect();
+        assert_eq!(labelled.len(), 2, "{labelled:?}");
+        // The CAPI template kinds come by default, in one labelled role.
+        let capi = labelled.iter().find(|r| r["metadata"]["name"] == format!("{NAME}-capi-templates")).unwrap();
+        let groups: Vec<&str> =
+            capi["rules"].as_array().unwrap().iter().map(|r| r["apiGroups"][0].as_str().unwrap()).collect();
+        for g in ["cluster.x-k8s.io", "infrastructure.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io"] {
+            assert!(groups.contains(&g), "{groups:?}");
+        }
     }
 
     #[test]

@@ -219,6 +219,17 @@ async fn reconcile_inner(
     if !report.corrected.is_empty() {
         tracing::info!(release = %key, corrected = report.corrected.len(), "corrected drifted objects");
     }
+    let forbidden: Vec<String> = report
+        .inventory
+        .iter()
+        .filter(|r| r.error.starts_with(crate::apply::FORBIDDEN_PREFIX))
+        .map(|r| format!("{} {}: {}", r.kind, r.name, r.error))
+        .collect();
+    if !forbidden.is_empty() {
+        tracing::warn!(release = %key, objects = forbidden.len(), first = %forbidden[0], "applying objects was forbidden");
+        let note = forbidden.join("; ");
+        ctx.event(&release.object_ref(&()), true, "ApplyForbidden", "Apply", note).await;
+    }
     let synced = report.inventory.iter().filter(|r| r.status == SyncStatus::Synced).count() as u64;
     let not_synced = report.inventory.len() as u64 - synced;
     ctx.metrics.applied_objects(&ns, &tag, synced, not_synced);

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::helm;
 use crate::release::{
     Components, KubernetesVersion, METADATA_FILE, ReleaseId, ReleaseMetadata, StackVersion, Versions,
 };
@@ -188,11 +189,16 @@ pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
     let class_files = collect_files(&class_dir)?;
     let addon_files = collect_files(&addon_dir)?;
     let addon_config = read_optional(&opts.source_dir.join(CLUSTER_ADDON_CONFIG))?;
+    let addon_values = read_optional(&opts.source_dir.join(helm::ADDON_VALUES_FILE))?;
     let node_images = read_optional(&opts.source_dir.join(NODE_IMAGES_FILE))?;
+    let format = helm::detect_format(class_files.iter().chain(addon_files.iter()));
 
     let mut addon_hash_input = addon_files.clone();
     if let Some(bytes) = &addon_config {
         addon_hash_input.insert(format!("../{CLUSTER_ADDON_CONFIG}"), bytes.clone());
+    }
+    if let Some(bytes) = &addon_values {
+        addon_hash_input.insert(format!("../{}", helm::ADDON_VALUES_FILE), bytes.clone());
     }
     let hashes = SourceHashes {
         cluster_class: hash_files(&class_files),
@@ -215,22 +221,57 @@ pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
         }
     });
 
-    // Every template renders once; a release that does not render is never written.
-    let ctx = RenderContext::new(&id, CHECK_NAMESPACE);
-    render::render_cluster_class(&class_dir, &ctx)?;
-    render::render_addons(&addon_dir, &ctx.clone().with_cluster(check_cluster()))?;
-
-    let class_tgz = tarball(&rewrite_charts(class_files, &version), &format!("{}-cluster-class/", id.stack_name()))
-        .map_err(io_err("cannot compress", &class_dir))?;
     let addon_name = cluster_addon_asset(&id, &cluster_addon);
-    let addon_tgz = match (&previous, addon_unchanged) {
+    let previous_addon = match (&previous, addon_unchanged) {
         // The same bytes as before, so consumers see the addons did not change.
         (Some(p), true) => {
             let path = p.dir.join(&addon_name);
-            std::fs::read(&path).map_err(|e| BuildError::Previous { path, message: e.to_string() })?
+            Some(std::fs::read(&path).map_err(|e| BuildError::Previous { path, message: e.to_string() })?)
         }
-        _ => {
-            tarball(&rewrite_charts(addon_files, &cluster_addon), "").map_err(io_err("cannot compress", &addon_dir))?
+        _ => None,
+    };
+    let (class_tgz, addon_tgz) = match format {
+        helm::SourceFormat::Jinja => {
+            // Every template renders once; a release that does not render is never written.
+            let ctx = RenderContext::new(&id, CHECK_NAMESPACE);
+            render::render_cluster_class(&class_dir, &ctx)?;
+            render::render_addons(&addon_dir, &ctx.clone().with_cluster(check_cluster()))?;
+            let class_tgz =
+                tarball(&rewrite_charts(class_files, &version), &format!("{}-cluster-class/", id.stack_name()))
+                    .map_err(io_err("cannot compress", &class_dir))?;
+            let addon_tgz = match previous_addon {
+                Some(bytes) => bytes,
+                None => tarball(&rewrite_charts(addon_files, &cluster_addon), "")
+                    .map_err(io_err("cannot compress", &addon_dir))?,
+            };
+            (class_tgz, addon_tgz)
+        }
+        helm::SourceFormat::Helm => {
+            // Packed as csctl packs it, then rendered from the packed bytes as the Go operator does.
+            let class_chart = helm::chart_name(&class_files, CLUSTER_CLASS_DIR)?;
+            let class_tgz = tarball(&helm::set_chart_version(class_files, &version), &format!("{class_chart}/"))
+                .map_err(io_err("cannot compress", &class_dir))?;
+            helm::check_class(&class_tgz, &id, CHECK_NAMESPACE)?;
+            let single = helm::addon_is_single_chart(&addon_files);
+            if !single && addon_config.is_none() {
+                return Err(BuildError::Config {
+                    file: CLUSTER_ADDON_CONFIG.into(),
+                    message: format!(
+                        "missing: {CLUSTER_ADDON_DIR}/ holds one chart per addon, so {CLUSTER_ADDON_CONFIG} must stage them"
+                    ),
+                });
+            }
+            helm::check_addons(&addon_dir, single, &config.kubernetes.to_string())?;
+            let addon_tgz = match previous_addon {
+                Some(bytes) => bytes,
+                None if single => {
+                    let addon_chart = helm::chart_name(&addon_files, CLUSTER_ADDON_DIR)?;
+                    tarball(&helm::set_chart_version(addon_files, &cluster_addon), &format!("{addon_chart}/"))
+                        .map_err(io_err("cannot compress", &addon_dir))?
+                }
+                None => tarball(&addon_files, "").map_err(io_err("cannot compress", &addon_dir))?,
+            };
+            (class_tgz, addon_tgz)
         }
     };
 
@@ -247,6 +288,9 @@ pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
     assets.insert(addon_name, addon_tgz);
     if let Some(bytes) = addon_config {
         assets.insert(CLUSTER_ADDON_CONFIG.into(), bytes);
+    }
+    if let Some(bytes) = addon_values {
+        assets.insert(helm::ADDON_VALUES_FILE.into(), bytes);
     }
     if let Some(bytes) = node_images {
         assets.insert(NODE_IMAGES_FILE.into(), bytes);

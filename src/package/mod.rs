@@ -2,3 +2,4 @@
 //! release with the ecosystem's asset names and layout.
 
 pub mod build;
+pub mod helm;

@@ -1,0 +1,254 @@
+//! Packaging of Helm-format stack sources, as Sovereign Cloud Stack writes
+//! them and its `csctl` builder packs them.
+//!
+//! Facts taken from csctl: the cluster-class chart is packed like `helm
+//! package` does (one top directory named by the chart's `name`, `version`
+//! set to the stack version, so the class renders as
+//! `<provider>-<name>-<maj>-<min>-<version>`); with `clusteraddon.yaml` the
+//! `cluster-addon/` directory is packed as it is (one top directory per
+//! addon chart, their versions untouched); without it (`cluster-addon-values.yaml`)
+//! `cluster-addon/` is one chart, packed like the cluster class with the addon
+//! version. The asset names are the same for both formats.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::build::{BuildError, CLUSTER_ADDON_DIR, CLUSTER_CLASS_DIR};
+use crate::release::{ReleaseId, StackVersion};
+use crate::render::helm::{HelmOptions, load_chart, render_chart};
+use crate::render::{CHART_FILE, RenderError};
+
+/// The single-chart addon layout's values template (release asset).
+pub const ADDON_VALUES_FILE: &str = "cluster-addon-values.yaml";
+/// The release name the Go operator renders addons with.
+pub const ADDON_RELEASE_NAME: &str = "cluster-addon";
+/// The namespace the Go operator renders addons into.
+pub const ADDON_NAMESPACE: &str = "kube-system";
+
+/// The template language of a stack source's charts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// Go templates with Sprig, rendered as `helm template` does (the ecosystem's format).
+    Helm,
+    /// This project's minijinja bundles.
+    Jinja,
+}
+
+/// Decides the format from the files of the charts (paths relative to the
+/// source directory): Helm when any template holds a Go template action
+/// (`{{ .x }}`, `{{ $x }}`, `{{ include ... }}`, `{{- define ... }}`, ...),
+/// Jinja when none does and a Jinja block tag (`{%`) occurs, Helm otherwise.
+pub fn detect_format<'a>(files: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>) -> SourceFormat {
+    let mut jinja = false;
+    for (name, bytes) in files {
+        // Vendored subcharts are Helm by definition; they say nothing about the parent.
+        if name.ends_with(".tgz") || name.contains("/charts/") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        if has_go_action(&text) {
+            return SourceFormat::Helm;
+        }
+        jinja |= text.contains("{%");
+    }
+    if jinja { SourceFormat::Jinja } else { SourceFormat::Helm }
+}
+
+/// Whether `text` holds an action only Go templates write.
+fn has_go_action(text: &str) -> bool {
+    const KEYWORDS: [&str; 7] = ["define ", "include ", "template ", "end ", "end}", "tpl ", "block "];
+    let mut rest = text;
+    while let Some(at) = rest.find("{{") {
+        let after = rest[at + 2..].trim_start_matches('-').trim_start();
+        if after.starts_with('.') || after.starts_with('$') || after.starts_with("/*") {
+            return true;
+        }
+        if KEYWORDS.iter().any(|k| after.starts_with(k)) {
+            return true;
+        }
+        rest = &rest[at + 2..];
+    }
+    false
+}
+
+#[derive(Deserialize)]
+struct ChartName {
+    name: String,
+}
+
+/// `name` of the top-level `Chart.yaml` in `files`.
+pub fn chart_name(files: &BTreeMap<String, Vec<u8>>, dir: &str) -> Result<String, BuildError> {
+    let file = format!("{dir}/{CHART_FILE}");
+    let bytes = files.get(CHART_FILE).ok_or_else(|| BuildError::Config {
+        file: file.clone(),
+        message: "missing: a Helm chart needs a Chart.yaml".into(),
+    })?;
+    let text = String::from_utf8_lossy(bytes);
+    let chart: ChartName =
+        serde_saphyr::from_str(&text).map_err(|e| BuildError::Config { file: file.clone(), message: e.to_string() })?;
+    if chart.name.is_empty() || chart.name.contains('/') {
+        return Err(BuildError::Config { file, message: format!("unusable chart name {:?}", chart.name) });
+    }
+    Ok(chart.name)
+}
+
+/// Sets the top-level `version:` of the chart's own `Chart.yaml` (keeping
+/// comments), as csctl does; subcharts keep theirs.
+pub fn set_chart_version(mut files: BTreeMap<String, Vec<u8>>, version: &StackVersion) -> BTreeMap<String, Vec<u8>> {
+    if let Some(bytes) = files.get_mut(CHART_FILE) {
+        let text = String::from_utf8_lossy(bytes);
+        let mut found = false;
+        let mut out: Vec<String> = text
+            .lines()
+            .map(|line| {
+                if line.starts_with("version:") {
+                    found = true;
+                    format!("version: {version}")
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect();
+        if !found {
+            out.push(format!("version: {version}"));
+        }
+        *bytes = (out.join("\n") + "\n").into_bytes();
+    }
+    files
+}
+
+/// Whether `cluster-addon/` is one chart (the layout with `cluster-addon-values.yaml`).
+pub fn addon_is_single_chart(addon_files: &BTreeMap<String, Vec<u8>>) -> bool {
+    addon_files.contains_key(CHART_FILE)
+}
+
+/// Renders the packed cluster class as the Go operator does (`helm template
+/// <stack> <tgz> --namespace <ns>`) and checks that the ClusterClass it holds,
+/// if any, is named as the release's class.
+pub fn check_class(class_tgz: &[u8], id: &ReleaseId, namespace: &str) -> Result<usize, BuildError> {
+    let dir = tempfile::tempdir().map_err(|source| BuildError::Io {
+        context: "cannot create a temp directory for",
+        path: CLUSTER_CLASS_DIR.into(),
+        source,
+    })?;
+    let path = dir.path().join(format!("{}-cluster-class.tgz", id.stack_name()));
+    std::fs::write(&path, class_tgz).map_err(|source| BuildError::Io {
+        context: "cannot write",
+        path: path.clone(),
+        source,
+    })?;
+    let chart = load_chart(&path).map_err(|e| relabel(e, CLUSTER_CLASS_DIR))?;
+    let manifests = render_chart(&chart, &HelmOptions::new(id.stack_name(), namespace))
+        .map_err(|e| relabel(e, CLUSTER_CLASS_DIR))?;
+    let mut classes = Vec::new();
+    for m in &manifests {
+        let doc: serde_json::Value = serde_saphyr::from_str(&m.content).map_err(|e| BuildError::Config {
+            file: format!("{CLUSTER_CLASS_DIR}: {}", m.source),
+            message: format!("the rendered document is not YAML: {e}"),
+        })?;
+        if doc.get("kind").and_then(|k| k.as_str()) == Some("ClusterClass") {
+            let name = doc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+            classes.push(name.to_string());
+        }
+    }
+    let want = id.class_name();
+    if let Some(other) = classes.iter().find(|c| **c != want) {
+        return Err(BuildError::Config {
+            file: format!("{CLUSTER_CLASS_DIR}/templates"),
+            message: format!(
+                "the ClusterClass is named {other:?}, but the release's class is {want:?}; \
+                 name it {{{{ .Release.Name }}}}-{{{{ .Chart.Version }}}}"
+            ),
+        });
+    }
+    Ok(manifests.len())
+}
+
+/// Renders every addon chart as the Go operator does (`helm template
+/// --include-crds --kube-version <k8s> cluster-addon <dir> --namespace
+/// kube-system`), with the charts' own values.
+pub fn check_addons(addon_dir: &Path, single_chart: bool, kube_version: &str) -> Result<usize, BuildError> {
+    let mut dirs = Vec::new();
+    if single_chart {
+        dirs.push(addon_dir.to_path_buf());
+    } else {
+        let entries = std::fs::read_dir(addon_dir).map_err(|source| BuildError::Io {
+            context: "cannot read",
+            path: addon_dir.into(),
+            source,
+        })?;
+        for entry in entries {
+            let entry =
+                entry.map_err(|source| BuildError::Io { context: "cannot read", path: addon_dir.into(), source })?;
+            if entry.path().join(CHART_FILE).is_file() {
+                dirs.push(entry.path());
+            }
+        }
+        dirs.sort();
+    }
+    let mut count = 0;
+    for dir in dirs {
+        let label = format!(
+            "{CLUSTER_ADDON_DIR}/{}",
+            dir.strip_prefix(addon_dir).map(|p| p.display().to_string()).unwrap_or_default()
+        );
+        let chart = load_chart(&dir).map_err(|e| relabel(e, label.trim_end_matches('/')))?;
+        let mut opts = HelmOptions::new(ADDON_RELEASE_NAME, ADDON_NAMESPACE);
+        opts.kube_version = Some(kube_version.to_string());
+        opts.include_crds = true;
+        count += render_chart(&chart, &opts).map_err(|e| relabel(e, label.trim_end_matches('/')))?.len();
+    }
+    Ok(count)
+}
+
+/// Names the source part in a render error instead of a temp path.
+fn relabel(e: RenderError, part: &str) -> BuildError {
+    match e {
+        RenderError::Chart { chart, message } if chart.contains("/tmp") || chart.contains(".tmp") => {
+            BuildError::Render(RenderError::Chart { chart: part.to_string(), message })
+        }
+        other => BuildError::Render(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(list: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+        list.iter().map(|(n, t)| (n.to_string(), t.as_bytes().to_vec())).collect()
+    }
+
+    #[test]
+    fn formats_are_told_apart_by_their_actions() {
+        let helm = files(&[("templates/cc.yaml", "name: {{ .Release.Name }}-{{ .Chart.Version }}\n")]);
+        assert_eq!(detect_format(&helm), SourceFormat::Helm);
+        let helm = files(&[("templates/_h.tpl", "{{- define \"x\" -}}a{{- end }}\n")]);
+        assert_eq!(detect_format(&helm), SourceFormat::Helm);
+        let jinja = files(&[("templates/a.yaml", "{% for x in values.y %}{{ x }}{% endfor %}\n")]);
+        assert_eq!(detect_format(&jinja), SourceFormat::Jinja);
+        let plain = files(&[("templates/a.yaml", "kind: ConfigMap\n")]);
+        assert_eq!(detect_format(&plain), SourceFormat::Helm);
+        // A vendored subchart does not make a Jinja parent Helm.
+        let mixed = files(&[
+            ("charts/sub/templates/a.yaml", "{{ .Values.x }}"),
+            ("templates/a.yaml", "{% if values.x %}x{% endif %}"),
+        ]);
+        assert_eq!(detect_format(&mixed), SourceFormat::Jinja);
+    }
+
+    #[test]
+    fn only_the_top_chart_version_is_set() {
+        let out = set_chart_version(
+            files(&[
+                ("Chart.yaml", "apiVersion: v2\nname: x\nversion: v0\n"),
+                ("charts/sub/Chart.yaml", "name: sub\nversion: 1.2.3\n"),
+            ]),
+            &StackVersion::Stable(4),
+        );
+        assert_eq!(out["Chart.yaml"], b"apiVersion: v2\nname: x\nversion: v4\n");
+        assert_eq!(out["charts/sub/Chart.yaml"], b"name: sub\nversion: 1.2.3\n");
+    }
+}
