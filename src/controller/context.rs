@@ -146,8 +146,11 @@ pub struct Context {
     pub pollers: Pollers<AnySource>,
     /// `tokenSecretRef` tokens read, by (namespace, Secret, key); dropped when GitHub refuses one
     /// or a poll is forced.
-    tokens: Arc<Mutex<HashMap<(String, String, String), String>>>,
+    tokens: Arc<Mutex<HashMap<TokenKey, String>>>,
 }
+
+/// A `tokenSecretRef`: (namespace, Secret, key).
+type TokenKey = (String, String, String);
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

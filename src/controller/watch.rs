@@ -318,8 +318,8 @@ pub async fn watch_kind(ctx: &Arc<Context>, gvk: &GroupVersionKind) {
         let stream = watcher(api, config).default_backoff();
         futures::pin_mut!(stream);
         // The resourceVersion last seen of each object (namespace, name), and the owner.
-        let mut seen: HashMap<(String, String), (String, String, String)> = HashMap::new();
-        let mut fresh: Option<HashMap<(String, String), (String, String, String)>> = None;
+        let mut seen: Seen = HashMap::new();
+        let mut fresh: Option<Seen> = None;
         let mut first_sync = true;
         loop {
             let event = tokio::select! {
@@ -418,6 +418,9 @@ fn object_changed(
     ctx.set_memo(&format!("{release_ns}/{tag}"), None);
     ctx.watches.trigger_release(release_ns, tag);
 }
+
+/// Per object (namespace, name): its resourceVersion last seen and its owner.
+type Seen = HashMap<(String, String), (String, String, String)>;
 
 #[cfg(test)]
 mod tests {

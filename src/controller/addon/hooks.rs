@@ -201,10 +201,13 @@ fn modified(dir: &Path) -> Option<(SystemTime, SystemTime)> {
     Some((m("tls.crt")?, m("tls.key")?))
 }
 
+/// The modification times of `tls.crt` and `tls.key`.
+type Stamp = Option<(SystemTime, SystemTime)>;
+
 /// The TLS config, read again when the files change (a rotated Secret).
 struct Reloading {
     dir: PathBuf,
-    current: Mutex<(Option<(SystemTime, SystemTime)>, Arc<rustls::ServerConfig>)>,
+    current: Mutex<(Stamp, Arc<rustls::ServerConfig>)>,
 }
 
 impl Reloading {
