@@ -140,5 +140,5 @@ fn pull_refuses_an_unverified_release_when_asked_and_unknown_tags() {
 
     let out = clusterstack(&["releases", "--source", "gitlab:a/b"], tmp.path());
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("github:OWNER/REPO or dir:PATH"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("github:OWNER/REPO, dir:PATH or oci://HOST/REPOSITORY"));
 }

@@ -37,40 +37,28 @@ pub enum SourceFormat {
 }
 
 /// Decides the format from the files of the charts (paths relative to the
-/// source directory): Helm when any template holds a Go template action
-/// (`{{ .x }}`, `{{ $x }}`, `{{ include ... }}`, `{{- define ... }}`, ...),
-/// Jinja when none does and a Jinja block tag (`{%`) occurs, Helm otherwise.
+/// source directory), as the renderer does: Jinja when a chart's `Chart.yaml`
+/// carries the project's engine annotation
+/// (`clusterstack.x-k8s.io/template-engine: jinja`), Helm otherwise.
 pub fn detect_format<'a>(files: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>) -> SourceFormat {
-    let mut jinja = false;
     for (name, bytes) in files {
         // Vendored subcharts are Helm by definition; they say nothing about the parent.
-        if name.ends_with(".tgz") || name.contains("/charts/") {
+        let vendored = name.starts_with("charts/") || name.contains("/charts/");
+        if vendored || !(name == crate::render::CHART_FILE || name.ends_with("/Chart.yaml")) {
             continue;
         }
-        let text = String::from_utf8_lossy(bytes);
-        if has_go_action(&text) {
-            return SourceFormat::Helm;
+        let Ok(chart) = serde_saphyr::from_str::<EngineAnnotation>(&String::from_utf8_lossy(bytes)) else { continue };
+        if chart.annotations.get(crate::render::ENGINE_ANNOTATION).map(String::as_str) == Some("jinja") {
+            return SourceFormat::Jinja;
         }
-        jinja |= text.contains("{%");
     }
-    if jinja { SourceFormat::Jinja } else { SourceFormat::Helm }
+    SourceFormat::Helm
 }
 
-/// Whether `text` holds an action only Go templates write.
-fn has_go_action(text: &str) -> bool {
-    const KEYWORDS: [&str; 7] = ["define ", "include ", "template ", "end ", "end}", "tpl ", "block "];
-    let mut rest = text;
-    while let Some(at) = rest.find("{{") {
-        let after = rest[at + 2..].trim_start_matches('-').trim_start();
-        if after.starts_with('.') || after.starts_with('$') || after.starts_with("/*") {
-            return true;
-        }
-        if KEYWORDS.iter().any(|k| after.starts_with(k)) {
-            return true;
-        }
-        rest = &rest[at + 2..];
-    }
-    false
+#[derive(Deserialize)]
+struct EngineAnnotation {
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -222,21 +210,17 @@ mod tests {
     }
 
     #[test]
-    fn formats_are_told_apart_by_their_actions() {
-        let helm = files(&[("templates/cc.yaml", "name: {{ .Release.Name }}-{{ .Chart.Version }}\n")]);
+    fn formats_are_told_apart_by_the_engine_annotation() {
+        let helm = files(&[("Chart.yaml", "name: c\n"), ("templates/cc.yaml", "name: {{ .Release.Name }}\n")]);
         assert_eq!(detect_format(&helm), SourceFormat::Helm);
-        let helm = files(&[("templates/_h.tpl", "{{- define \"x\" -}}a{{- end }}\n")]);
-        assert_eq!(detect_format(&helm), SourceFormat::Helm);
-        let jinja = files(&[("templates/a.yaml", "{% for x in values.y %}{{ x }}{% endfor %}\n")]);
+        let jinja = files(&[("Chart.yaml", "name: c\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n")]);
         assert_eq!(detect_format(&jinja), SourceFormat::Jinja);
-        let plain = files(&[("templates/a.yaml", "kind: ConfigMap\n")]);
-        assert_eq!(detect_format(&plain), SourceFormat::Helm);
-        // A vendored subchart does not make a Jinja parent Helm.
-        let mixed = files(&[
-            ("charts/sub/templates/a.yaml", "{{ .Values.x }}"),
-            ("templates/a.yaml", "{% if values.x %}x{% endif %}"),
-        ]);
-        assert_eq!(detect_format(&mixed), SourceFormat::Jinja);
+        // A vendored subchart says nothing about its parent.
+        let vendored = files(&[(
+            "charts/sub/Chart.yaml",
+            "name: c\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n",
+        )]);
+        assert_eq!(detect_format(&vendored), SourceFormat::Helm);
     }
 
     #[test]
