@@ -270,3 +270,17 @@ fn split_manifests_like_helm() {
     assert_eq!(split_manifests("a: 1\n---\nb: 2\n--- \n\n---\nc: 3"), vec!["a: 1", "b: 2", "c: 3"]);
     assert_eq!(split_manifests("---\na: 1"), vec!["a: 1"]);
 }
+
+#[test]
+fn comments_in_chart_yaml_and_values_are_ignored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("Chart.yaml", "# A chart\napiVersion: v2 # the v2 format\nname: c\n# the version\nversion: 1.0.0\n"),
+            ("values.yaml", "# defaults\nport: 80 # the port\nlist:\n  # first\n  - a\n"),
+            ("templates/t.yaml", "port: {{ .Values.port }}\nfirst: {{ index .Values.list 0 }}\n"),
+        ],
+    );
+    assert_eq!(contents(&render(dir.path(), &HelmOptions::new("r", "n"))), vec!["port: 80\nfirst: a".to_string()]);
+}
