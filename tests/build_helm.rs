@@ -190,3 +190,36 @@ fn single_chart_addons_are_packed_with_their_values_template() {
     let chart = String::from_utf8(addon["docker-scs-1-30-cluster-addon/Chart.yaml"].clone().unwrap()).unwrap();
     assert!(chart.contains("version: v1"), "{chart}");
 }
+
+/// `clusterstack render` on a Helm-format release directory that is not named by its tag: the tag
+/// is read from the assets, the class renders under the release's name, the addons with the
+/// release's Kubernetes version, as the Go operator renders them.
+#[test]
+fn render_reads_the_tag_of_a_renamed_helm_release_and_renders_class_and_addons() {
+    let out = tempfile::tempdir().unwrap();
+    let built =
+        build_release(&BuildOptions { source_dir: source(), out_dir: out.path().into(), version: None }).unwrap();
+    let renamed = out.path().join("downloaded");
+    std::fs::rename(&built.dir, &renamed).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_clusterstack")).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dir = renamed.to_str().unwrap();
+    let class: serde_json::Value =
+        serde_json::from_str(&run(&["render", dir, "--namespace", "stacks", "-o", "json"])).unwrap();
+    let items = class["items"].as_array().unwrap();
+    let cc = items.iter().find(|o| o["kind"] == "ClusterClass").expect("a ClusterClass");
+    assert_eq!(cc["metadata"]["name"], "docker-scs-1-30-v1");
+    assert_eq!(cc["metadata"]["namespace"], "stacks");
+
+    let cluster = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("templates/example-cluster.yaml");
+    let addons: serde_json::Value =
+        serde_json::from_str(&run(&["render", dir, "--addons", "--cluster", cluster.to_str().unwrap(), "-o", "json"]))
+            .unwrap();
+    let items = addons["items"].as_array().unwrap();
+    assert!(!items.is_empty());
+    // Namespaced addon objects go to kube-system unless their chart says otherwise (release `cluster-addon`).
+    assert!(items.iter().any(|o| o["metadata"]["namespace"] == "kube-system"), "{addons}");
+}

@@ -732,3 +732,59 @@ async fn the_node_image_gate_holds_the_apply_until_the_provider_is_ready() {
     assert!(server.get_object(CC, "ClusterClass", Some(NS), "docker-ferrol-1-27-v3").is_some());
     op.stop().await;
 }
+
+/// A Helm-format release (Sovereign Cloud Stack's layout, built from `tests/fixtures/helm-stack`)
+/// is applied exactly as the Jinja ones: its ClusterClass, rendered as the Go operator's `helm
+/// template` would, lands in the release's namespace and the release becomes ready.
+#[tokio::test]
+async fn a_helm_format_release_is_applied_like_the_jinja_ones() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/helm-stack");
+    clusterstack::package::build::build_release(&clusterstack::package::build::BuildOptions {
+        source_dir: source,
+        out_dir: repo.path().into(),
+        version: None,
+    })
+    .unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(repo.path().to_path_buf()), cache.path()));
+    let mut s = stack("scs", &[], true);
+    s["spec"]["name"] = json!("scs");
+    s["spec"]["kubernetesVersion"] = json!("1.30");
+    server.put_object(s);
+
+    wait_for("v1 ready", || ready(&server, "docker-scs-1-30-v1")).await;
+    let class = server.get_object(CC, "ClusterClass", Some(NS), "docker-scs-1-30-v1").expect("ClusterClass v1");
+    assert_eq!(class["metadata"]["labels"]["clusterstack.x-k8s.io/release"], "docker-scs-1-30-v1");
+    let r = release(&server, "docker-scs-1-30-v1").unwrap();
+    assert_eq!(condition(&r, "Ready").unwrap()["status"], "True", "{r:#}");
+    op.stop().await;
+}
+
+/// An apply the API server forbids: the release is not ready and its condition names the missing
+/// permission (group, resource, verb) and how to grant it; a Warning event says so too.
+#[tokio::test]
+async fn a_forbidden_apply_names_the_missing_permission() {
+    let server = server().await;
+    server.fail_next(RequestMatch::any().verb("patch").resource("dockerclustertemplates"), 403, 1000);
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &["v3"], false));
+    wait_for("forbidden condition", || {
+        release(&server, "docker-ferrol-1-27-v3").and_then(|r| condition(&r, "Ready")).is_some_and(|c| {
+            c["status"] == "False" && c["message"].as_str().unwrap_or_default().contains("dockerclustertemplates")
+        })
+    })
+    .await;
+    let c = condition(&release(&server, "docker-ferrol-1-27-v3").unwrap(), "Ready").unwrap();
+    let message = c["message"].as_str().unwrap();
+    assert!(message.contains("group \"infrastructure.cluster.x-k8s.io\""), "{message}");
+    assert!(message.contains("verb \"patch\""), "{message}");
+    assert!(message.contains("clusterstack.x-k8s.io/aggregate-to-manager"), "{message}");
+    wait_for("ApplyForbidden event", || {
+        server.list_objects("events.k8s.io/v1", "Event").iter().any(|e| e["reason"] == "ApplyForbidden")
+    })
+    .await;
+    op.stop().await;
+}

@@ -73,13 +73,18 @@ struct Charts {
     addons: Option<PathBuf>,
     /// The release's `clusteraddon.yaml`, when it has one.
     stages: Option<PathBuf>,
+    /// The release's Kubernetes version (`metadata.yaml`), for Helm addons.
+    kube_version: Option<String>,
     /// Keeps the extraction of a release directory alive while rendering.
     _tmp: Option<tempfile::TempDir>,
 }
 
 pub async fn run(args: RenderArgs) -> Result<(), CliError> {
     let charts = resolve(&args).await?;
-    let ctx = RenderContext::new(&charts.id, &args.namespace);
+    let mut ctx = RenderContext::new(&charts.id, &args.namespace);
+    if let Some(kube) = &charts.kube_version {
+        ctx = ctx.with_kube_version(kube.as_str());
+    }
     let objects: Vec<DynamicObject> = if args.addons {
         let Some(cluster_file) = &args.cluster else {
             return Err(CliError::Usage("--addons needs --cluster FILE".into()));
@@ -144,6 +149,7 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
             cluster_class: path.to_path_buf(),
             addons: Some(path.to_path_buf()),
             stages,
+            kube_version: None,
             _tmp: None,
         });
     }
@@ -163,19 +169,37 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
         cluster_class: fetched.cluster_class_chart_dir(),
         addons: fetched.cluster_addon_dir(),
         stages: fetched.asset_path(STAGES_FILE).filter(|p| p.is_file()),
+        kube_version: fetched.metadata().ok().map(|m| m.versions.kubernetes.to_string()),
         _tmp: None,
     })
 }
 
-/// Extracts the tarballs of a release directory (named by its tag) into a temp dir.
+/// The tag of a release directory: its name, or else read from its
+/// cluster-class asset (`<p>-<n>-<maj>-<min>-cluster-class-<version>.tgz`).
+fn release_dir_tag(dir: &Path) -> Option<ReleaseId> {
+    let named = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    if let Some(id) = named.and_then(|n| ReleaseId::from_tag(&n).ok()) {
+        return Some(id);
+    }
+    let mut found = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((prefix, version)) = name.strip_suffix(".tgz").and_then(|n| n.rsplit_once("-cluster-class-")) else {
+            continue;
+        };
+        let id = ReleaseId::parse_any(&format!("{prefix}-{version}")).ok()?;
+        if found.replace(id).is_some() {
+            return None; // two class assets: ambiguous
+        }
+    }
+    found
+}
+
+/// Extracts the tarballs of a release directory into a temp dir.
 fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
     let usage = |m: String| CliError::Usage(format!("{}: {m}", dir.display()));
-    let tag = dir
-        .canonicalize()
-        .ok()
-        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .ok_or_else(|| usage("cannot name the release directory".into()))?;
-    let id = ReleaseId::from_tag(&tag).map_err(|e| usage(e.to_string()))?;
+    let id = release_dir_tag(dir)
+        .ok_or_else(|| usage("neither the directory's name nor its cluster-class asset names the release".into()))?;
     let metadata_path = dir.join(METADATA_FILE);
     let text = std::fs::read_to_string(&metadata_path).map_err(|e| usage(e.to_string()))?;
     let file = metadata_path.display().to_string();
@@ -189,8 +213,27 @@ fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
     let addon_dir = tmp.path().join("cluster-addon");
     extract_tgz(&dir.join(cluster_addon_asset(&id, &metadata.versions.components.cluster_addon)), &addon_dir, &limits)
         .map_err(|e| usage(e.to_string()))?;
+    // A Jinja bundle's top directory is `<stack>-cluster-class`; `helm package` (csctl) names it
+    // after the chart: take the one chart there.
+    let named = class_dir.join(format!("{}-cluster-class", id.stack_name()));
+    let cluster_class = if named.join(CHART_FILE).is_file() {
+        named
+    } else {
+        let charts: Vec<PathBuf> = std::fs::read_dir(&class_dir)
+            .map_err(|e| usage(e.to_string()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join(CHART_FILE).is_file())
+            .collect();
+        match charts.as_slice() {
+            [one] => one.clone(),
+            _ => return Err(usage(format!("{} holds no single chart", cluster_class_asset(&id)))),
+        }
+    };
+    let kube = metadata.versions.kubernetes.to_string();
     Ok(Charts {
-        cluster_class: class_dir.join(format!("{}-cluster-class", id.stack_name())),
+        kube_version: Some(kube),
+        cluster_class,
         addons: Some(addon_dir),
         stages: Some(dir.join(STAGES_FILE)).filter(|p| p.is_file()),
         id,

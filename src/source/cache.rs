@@ -553,6 +553,9 @@ impl ReleaseCache {
                 chart_rel
             } else if staging_path.join(CLUSTER_CLASS_DIR).join("Chart.yaml").is_file() {
                 CLUSTER_CLASS_DIR.to_string()
+            } else if let Some(only) = only_chart_dir(&staging_path.join(CLUSTER_CLASS_DIR)) {
+                // `helm package` names the top directory after the chart: take the one chart there.
+                format!("{CLUSTER_CLASS_DIR}/{only}")
             } else {
                 return Err(CacheError::NoChart { release: release_tag, asset: class_name, expected: chart_rel });
             };
@@ -817,6 +820,20 @@ impl Drop for Staging {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
+}
+
+/// The name of the one subdirectory of `dir` that holds a `Chart.yaml`, if exactly one does.
+fn only_chart_dir(dir: &Path) -> Option<String> {
+    let mut found = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        if entry.path().join("Chart.yaml").is_file() {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
 }
 
 #[cfg(test)]

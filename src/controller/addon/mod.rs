@@ -677,7 +677,11 @@ pub async fn render_release(
         return Ok(RenderedRelease { charts: Vec::new(), config: None });
     };
     let config_path = release.asset_path(stages::CLUSTER_ADDON_FILE).filter(|p| p.exists());
-    let ctx = RenderContext::new(class, namespace).with_cluster(objects).with_addon_values(values);
+    let mut ctx = RenderContext::new(class, namespace).with_cluster(objects).with_addon_values(values);
+    // Helm addon charts see the release's Kubernetes version, as `--kube-version` gives it.
+    if let Ok(metadata) = release.metadata() {
+        ctx = ctx.with_kube_version(metadata.versions.kubernetes.to_string());
+    }
     tokio::task::spawn_blocking(move || render_bundle(&bundle, config_path.as_deref(), &ctx))
         .await
         .map_err(|e| format!("render task failed: {e}"))?
