@@ -49,7 +49,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let chart = dir.path();
     std::fs::create_dir_all(chart.join("templates"))?;
-    std::fs::write(chart.join("Chart.yaml"), "name: bench\nversion: v1\n")?;
+    // A Jinja bundle: the engine this benchmark measures.
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "name: bench\nversion: v1\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n",
+    )?;
     std::fs::write(
         chart.join("values.yaml"),
         format!(

@@ -223,3 +223,38 @@ fn render_reads_the_tag_of_a_renamed_helm_release_and_renders_class_and_addons()
     // Namespaced addon objects go to kube-system unless their chart says otherwise (release `cluster-addon`).
     assert!(items.iter().any(|o| o["metadata"]["namespace"] == "kube-system"), "{addons}");
 }
+
+/// A failing template in a release directory: the error names the release directory's cluster-class
+/// asset, the template and the line, never the temporary directory it was extracted to.
+#[test]
+fn render_errors_name_the_release_not_the_extraction_directory() {
+    let out = tempfile::tempdir().unwrap();
+    let built =
+        build_release(&BuildOptions { source_dir: source(), out_dir: out.path().into(), version: None }).unwrap();
+    // Replace the class tarball with one whose template fails on line 2.
+    let asset = built.dir.join("docker-scs-1-30-cluster-class-v1.tgz");
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    for (name, text) in [
+        (
+            "docker-scs-1-30-cluster-class/Chart.yaml",
+            "apiVersion: v2\nname: docker-scs-1-30-cluster-class\nversion: v1\n",
+        ),
+        ("docker-scs-1-30-cluster-class/templates/cc.yaml", "kind: ClusterClass\nname: {{ .Values.nope.deeper }}\n"),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(text.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append_data(&mut header, name, text.as_bytes()).unwrap();
+    }
+    std::fs::write(&asset, builder.into_inner().unwrap().finish().unwrap()).unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_clusterstack"))
+        .args(["render", built.dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let expected = format!("{}[cluster-class]/docker-scs-1-30-cluster-class/templates/cc.yaml:2", built.dir.display());
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(stderr.contains("nil pointer evaluating interface {}.deeper"), "{stderr}");
+}

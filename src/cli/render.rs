@@ -66,6 +66,23 @@ pub enum Format {
 
 const STAGES_FILE: &str = crate::controller::addon::stages::CLUSTER_ADDON_FILE;
 
+impl Charts {
+    /// A message with the temporary extraction directory replaced by the release directory's
+    /// assets, so an error names what the user has, never a temp dir.
+    fn unmask(&self, message: &str) -> String {
+        match (&self._tmp, &self.release_dir) {
+            (Some(tmp), Some(dir)) => {
+                let tmp = tmp.path().display().to_string();
+                message
+                    .replace(&format!("{tmp}/cluster-class"), &format!("{}[cluster-class]", dir.display()))
+                    .replace(&format!("{tmp}/cluster-addon"), &format!("{}[cluster-addon]", dir.display()))
+                    .replace(&tmp, &dir.display().to_string())
+            }
+            _ => message.to_string(),
+        }
+    }
+}
+
 /// The chart directories to render and the release they belong to.
 struct Charts {
     id: ReleaseId,
@@ -75,6 +92,8 @@ struct Charts {
     stages: Option<PathBuf>,
     /// The release's Kubernetes version (`metadata.yaml`), for Helm addons.
     kube_version: Option<String>,
+    /// The release directory the charts were extracted from, for messages.
+    release_dir: Option<PathBuf>,
     /// Keeps the extraction of a release directory alive while rendering.
     _tmp: Option<tempfile::TempDir>,
 }
@@ -103,7 +122,7 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         }
         let ctx = ctx.with_cluster(read_cluster(cluster_file)?).with_addon_values(values);
         let rendered = crate::controller::addon::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
-            .map_err(CliError::Usage)?;
+            .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
         let hook = args.hook.as_deref().unwrap_or(crate::controller::addon::stages::AFTER_CONTROL_PLANE_INITIALIZED);
         let stages = rendered.stages(hook);
         let mut out = Vec::new();
@@ -121,7 +140,8 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         }
         out
     } else {
-        render::render_cluster_class(&charts.cluster_class, &ctx)?
+        render::render_cluster_class(&charts.cluster_class, &ctx)
+            .map_err(|e| CliError::Usage(charts.unmask(&e.to_string())))?
     };
     print!("{}", format_objects(&objects, args.output)?);
     Ok(())
@@ -150,6 +170,7 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
             addons: Some(path.to_path_buf()),
             stages,
             kube_version: None,
+            release_dir: None,
             _tmp: None,
         });
     }
@@ -170,6 +191,7 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
         addons: fetched.cluster_addon_dir(),
         stages: fetched.asset_path(STAGES_FILE).filter(|p| p.is_file()),
         kube_version: fetched.metadata().ok().map(|m| m.versions.kubernetes.to_string()),
+        release_dir: None,
         _tmp: None,
     })
 }
@@ -233,6 +255,7 @@ fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
     let kube = metadata.versions.kubernetes.to_string();
     Ok(Charts {
         kube_version: Some(kube),
+        release_dir: Some(dir.to_path_buf()),
         cluster_class,
         addons: Some(addon_dir),
         stages: Some(dir.join(STAGES_FILE)).filter(|p| p.is_file()),
