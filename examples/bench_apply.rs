@@ -83,7 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("serialising {OBJECTS} bodies:    {serialise:?} ({bytes} bytes)");
     println!("discovery (once, before):   {discovery:?}");
     // The same first apply at other concurrency levels (fresh namespaces, so every object is new).
-    for (i, concurrency) in [8usize, 32, 64].into_iter().enumerate() {
+    for (i, concurrency) in [8usize, 16, 64].into_iter().enumerate() {
         let ns = format!("bench-c{i}");
         server.put_object(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
         let applier = Applier::new(server.client()).with_concurrency(concurrency);

@@ -2,7 +2,11 @@
 //! N ClusterStacks (one per namespace) on R repositories, C CAPI Clusters. Prints the cold start
 //! until every release is ready, the operator's peak RSS, what one quiet poll interval costs (API
 //! requests, GitHub requests, mutations), and p50/p99 reaction times for a Cluster moving class
-//! (the release it left is deleted) and a hand edit of an applied object (reverted).
+//! (the release it left is deleted), a provider object regressing (its release turns not ready)
+//! and a hand edit of an applied object (reverted).
+//!
+//! The sampled stacks name a provider template (`providerRef`); a stand-in for the provider's
+//! operator, in this process, marks every provider object ready a moment after it appears.
 //!
 //! The operator runs in a child process (this example run again with `--operator`), so that its
 //! peak RSS (`VmHWM`) is its own, not the test doubles'.
@@ -30,6 +34,8 @@ use tokio_util::sync::CancellationToken;
 
 const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
 const KCPT: &str = "controlplane.cluster.x-k8s.io/v1beta1";
+const INFRA: &str = "infrastructure.clusterstack.x-k8s.io/v1alpha1";
+const PROVIDER: &str = "DockerClusterStackRelease";
 
 struct Size {
     stacks: usize,
@@ -75,14 +81,31 @@ fn tag(v: u32) -> String {
     format!("docker-ferrol-1-27-v{v}")
 }
 
-fn stack(i: usize, repos: usize, poll: Duration, versions: &[&str]) -> Value {
-    json!({
+fn stack(i: usize, repos: usize, poll: Duration, versions: &[&str], sampled: bool) -> Value {
+    let mut stack = json!({
         "apiVersion": CS, "kind": "ClusterStack",
         "metadata": {"name": "ferrol", "namespace": ns(i)},
         "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27", "channel": "stable",
                  "autoSubscribe": true, "versions": versions, "pollInterval": format!("{}s", poll.as_secs()),
                  "source": {"github": {"owner": "acme", "repository": format!("stacks-{}", i % repos)}}}
-    })
+    });
+    if sampled {
+        stack["spec"]["providerRef"] =
+            json!({"apiVersion": INFRA, "kind": format!("{PROVIDER}Template"), "name": "docker-template"});
+    }
+    stack
+}
+
+/// The provider's operator: every provider object without a status is made ready.
+fn provider_operator(server: &ApiServer) {
+    for o in server.list_objects(INFRA, PROVIDER) {
+        if o["status"]["ready"].is_null() {
+            let (Some(ns), Some(name)) = (o["metadata"]["namespace"].as_str(), o["metadata"]["name"].as_str()) else {
+                continue;
+            };
+            server.edit_object(INFRA, PROVIDER, Some(ns), name, |o| o["status"] = json!({"ready": true}));
+        }
+    }
 }
 
 fn cluster(name: &str, namespace: &str, class: &str) -> Value {
@@ -124,9 +147,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for crd in clusterstack::api::all_crds() {
         server.put_object(serde_json::to_value(&crd)?);
     }
-    for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
+    for crd in capi_crds()
+        .into_iter()
+        .chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml"))
+        .chain(load_yaml("provider/provider-crds.yaml"))
+    {
         server.put_object(serde_json::to_value(&crd)?);
     }
+    let template = load_yaml("provider/template.yaml").into_iter().next().ok_or("no provider template fixture")?;
+    let template = serde_json::to_value(template)?;
     let fake = FakeGitHub::start().await;
     let releases = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases");
     for r in 0..size.repos {
@@ -144,8 +173,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The sample stacks pin v2 and have a Cluster on it (the cluster-move reaction).
     for i in 0..size.stacks {
         server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns(i)}}));
-        let versions: &[&str] = if i < size.samples { &["v2"] } else { &[] };
-        server.put_object(stack(i, size.repos, size.poll, versions));
+        let sampled = i < size.samples;
+        let versions: &[&str] = if sampled { &["v2"] } else { &[] };
+        if sampled {
+            let mut t = template.clone();
+            t["metadata"]["namespace"] = json!(ns(i));
+            server.put_object(t);
+        }
+        server.put_object(stack(i, size.repos, size.poll, versions, sampled));
     }
     for c in 0..size.clusters {
         let i = c % size.stacks.max(1);
@@ -166,6 +201,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .spawn()?;
     let expected = size.stacks + size.samples;
     let ready = || {
+        provider_operator(&server);
         let list = server.list_objects(CS, "ClusterStackRelease");
         list.len() == expected && list.iter().all(|r| r["status"]["ready"] == true)
     };
@@ -218,9 +254,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             edits.push(t);
         }
     }
+    // Provider objects regressing: the release says not ready; then ready again.
+    let mut regressions = Vec::new();
+    for i in 0..size.samples {
+        let namespace = ns(i);
+        let set = |ready: bool| {
+            server.edit_object(INFRA, PROVIDER, Some(&namespace), &tag(3), |o| o["status"] = json!({"ready": ready}))
+        };
+        let release_ready = || {
+            server.get_object(CS, "ClusterStackRelease", Some(&namespace), &tag(3)).map(|r| r["status"]["ready"].clone())
+        };
+        set(false);
+        if let Some(t) = wait(Duration::from_secs(30), || release_ready() == Some(json!(false))).await {
+            regressions.push(t);
+        }
+        set(true);
+        wait(Duration::from_secs(30), || release_ready() == Some(json!(true))).await;
+    }
     // Clusters moving class: unpin v2 (kept: in use), then move its Cluster to v3.
     for i in 0..size.samples {
-        server.put_object(stack(i, size.repos, size.poll, &[]));
+        server.put_object(stack(i, size.repos, size.poll, &[], true));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut moves = Vec::new();
@@ -242,6 +295,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = child.wait();
     edits.sort();
     moves.sort();
+    regressions.sort();
 
     println!(
         "bench_operator: {} ClusterStacks, {} repositories, {} Clusters, API latency {:?}, poll {:?}",
@@ -270,7 +324,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         moves.len(),
         size.samples
     );
-    println!("  provider regression:     not measured here (tests/watch_operator.rs covers the watch path)");
+    println!(
+        "  provider regression:     p50 {:?} p99 {:?} ({} of {})",
+        percentile(&regressions, 0.5),
+        percentile(&regressions, 0.99),
+        regressions.len(),
+        size.samples
+    );
     println!("operator peak RSS overall: {rss:.1} MiB (goal < 64)");
     Ok(())
 }
@@ -285,6 +345,9 @@ async fn operator() -> Result<(), Box<dyn std::error::Error>> {
     settings.poll_interval = Duration::from_secs(var("BENCH_POLL_S")?.parse()?);
     settings.resync_interval = Duration::from_secs(3600);
     settings.concurrency = 16;
+    settings.providers.set_external(std::sync::Arc::new(clusterstack::provider::ExternalOperator::new()));
+    // Only the watch explains a reaction to a provider object.
+    settings.gate.ready_recheck = Duration::from_secs(3600);
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;
     Ok(())
 }

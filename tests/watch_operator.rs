@@ -365,3 +365,52 @@ async fn the_cache_drops_a_release_after_the_grace_period_never_while_another_na
     assert!(cached_tags(cache.path()).contains(&V3.to_string()));
     op.stop().await;
 }
+
+const INFRA: &str = "infrastructure.clusterstack.x-k8s.io/v1alpha1";
+const PROVIDER_KIND: &str = "DockerClusterStackReleaseTemplate";
+
+fn set_provider_ready(server: &ApiServer, ready: bool) {
+    server.edit_object(INFRA, "DockerClusterStackRelease", Some(NS), V3, |o| o["status"] = json!({"ready": ready}));
+}
+
+#[tokio::test]
+async fn a_provider_object_regressing_reaches_its_release_within_seconds() {
+    let server = server().await;
+    for crd in load_yaml("provider/provider-crds.yaml") {
+        server.put_object(serde_json::to_value(crd).unwrap());
+    }
+    for template in load_yaml("provider/template.yaml") {
+        let mut template = serde_json::to_value(template).unwrap();
+        template["metadata"]["namespace"] = json!(NS);
+        server.put_object(template);
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.providers.set_external(Arc::new(clusterstack::provider::ExternalOperator::new()));
+    // Only the watch can explain a reaction: the gate's own recheck is an hour away.
+    s.gate.ready_recheck = Duration::from_secs(3600);
+    s.gate.retry_after = Duration::from_secs(3600);
+    let op = Operator::start(&server, s);
+    let mut stack = stack_in(NS, "ferrol", &[], true, "1h");
+    stack["spec"]["providerRef"] = json!({"apiVersion": INFRA, "kind": PROVIDER_KIND, "name": "docker-template"});
+    server.put_object(stack);
+
+    wait_within("the provider object made from the template", WAIT, || {
+        server.get_object(INFRA, "DockerClusterStackRelease", Some(NS), V3).is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!ready_in(&server, NS, V3), "not ready before the provider says so");
+    set_provider_ready(&server, true);
+    let took = wait_within("the release ready after its provider object", REACTION, || ready_in(&server, NS, V3)).await;
+    println!("provider ready reached the release in {took:?}");
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    set_provider_ready(&server, false);
+    let took = wait_within("the release not ready after the provider regressed", REACTION, || {
+        release_in(&server, NS, V3).is_some_and(|r| r["status"]["ready"] == false)
+    })
+    .await;
+    println!("provider regression reached the release in {took:?}");
+    op.stop().await;
+}

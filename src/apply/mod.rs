@@ -45,8 +45,10 @@ pub fn forbidden_message(group: &str, resource: &str, verb: &str) -> String {
     )
 }
 
-/// How many objects of one ordering group are applied at the same time by default.
-pub const DEFAULT_CONCURRENCY: usize = 16;
+/// How many objects of one ordering group are applied at the same time by default. Each is one
+/// request; 32 in flight stays far below an API server's default limit on mutating requests in
+/// flight (200) and brings 500 objects at 2 ms latency under 150 ms (`bench_apply`).
+pub const DEFAULT_CONCURRENCY: usize = 32;
 /// How long to wait for applied CRDs to become established by default.
 pub const DEFAULT_CRD_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -1,6 +1,6 @@
 //! The state of the test API server and the semantics of every write.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
@@ -139,6 +139,11 @@ pub struct Store {
     rv: u64,
     pub types: Vec<ResourceType>,
     objects: BTreeMap<Key, Stored>,
+    /// The uids of the stored objects, so owners are checked without a scan.
+    uids: HashSet<String>,
+    /// Whether the last writes may have left garbage (an object removed, an owned object whose
+    /// owner is missing, a namespace terminating); collecting scans every object, so only then.
+    gc_due: bool,
     history: VecDeque<Event>,
     /// Versions up to this one are compacted away: resuming from them answers 410 Gone.
     compacted: u64,
@@ -277,6 +282,8 @@ impl Store {
             rv: 1,
             types: builtin_types(),
             objects: BTreeMap::new(),
+            uids: HashSet::new(),
+            gc_due: false,
             history: VecDeque::new(),
             compacted: 0,
             tx,
@@ -339,11 +346,23 @@ impl Store {
                 meta_mut(&mut st.obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
                 let kind = if self.objects.contains_key(key) { "MODIFIED" } else { "ADDED" };
                 let rendered = Self::render(rt, &st);
+                if let Some(uid) = meta(&st.obj, "uid") {
+                    self.uids.insert(uid);
+                }
+                let orphaned = st.obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|r| {
+                    !r.is_empty() && !r.iter().any(|o| o["uid"].as_str().is_some_and(|u| self.uids.contains(u)))
+                });
+                let terminating = key.1 == "namespaces" && st.obj.pointer("/metadata/deletionTimestamp").is_some();
+                self.gc_due |= orphaned || terminating;
                 self.objects.insert(key.clone(), st);
                 (kind, rendered)
             }
             None => {
                 let Some(mut st) = self.objects.remove(key) else { return Value::Null };
+                if let Some(uid) = meta(&st.obj, "uid") {
+                    self.uids.remove(&uid);
+                }
+                self.gc_due = true;
                 // A deleted object's last event carries a fresh resourceVersion, like etcd's.
                 meta_mut(&mut st.obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
                 ("DELETED", Self::render(rt, &st))
@@ -891,8 +910,11 @@ impl Store {
     /// Deletes objects none of whose owners (by uid) exist any more, and finishes deleting
     /// terminating namespaces that are empty. Runs until nothing changes.
     fn collect_garbage(&mut self) {
+        if !std::mem::take(&mut self.gc_due) {
+            return;
+        }
         loop {
-            let uids: BTreeSet<String> = self.objects.values().filter_map(|s| meta(&s.obj, "uid")).collect();
+            let uids = &self.uids;
             let orphan = self.objects.iter().find(|(_, s)| {
                 let refs = s.obj.pointer("/metadata/ownerReferences").and_then(Value::as_array);
                 let alive = refs.is_some_and(|r| r.iter().any(|o| o["uid"].as_str().is_some_and(|u| uids.contains(u))));
@@ -940,6 +962,7 @@ impl Store {
                 }
             }
             if !changed {
+                self.gc_due = false;
                 return;
             }
         }
