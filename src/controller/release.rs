@@ -382,7 +382,7 @@ async fn delete(
     let tag = release.name_any();
     let observe = |step| ReleaseObservation { step, kubernetes_version: None, generation: release.meta().generation };
     if let Ok(id) = ReleaseId::from_tag(&tag) {
-        let usages = ctx.watches.cluster_usages().await?;
+        let usages = ctx.watches.cluster_usages_in(&ns).await?;
         let users = clusters_using(&usages, &id, &ns);
         if !users.is_empty() {
             let step = ReleaseStep::WaitingForClusters { class: id.class_name(), clusters: users };

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio_util::sync::CancellationToken;
 
@@ -141,12 +141,20 @@ pub async fn run_with(
     let Some(triggers) = ctx.watches.take_streams() else {
         return Err(RunError::Lease("the trigger streams were taken twice".into()));
     };
-    let stack_ctrl = Controller::new(stacks, by_shard())
+    // The controllers' stores keep slimmed objects (see `watch::slim`).
+    let stack_writer = reflector::store::Writer::<ClusterStack>::default();
+    let stack_reader = stack_writer.as_reader();
+    let stack_stream = reflector(stack_writer, watcher(stacks, by_shard()).modify(super::watch::slim)).applied_objects();
+    let release_writer = reflector::store::Writer::<ClusterStackRelease>::default();
+    let release_reader = release_writer.as_reader();
+    let release_stream =
+        reflector(release_writer, watcher(releases.clone(), by_shard()).modify(super::watch::slim)).applied_objects();
+    let stack_ctrl = Controller::for_stream(stack_stream, stack_reader)
         .owns(releases.clone(), by_shard())
         .reconcile_on(triggers.stacks)
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-    let release_ctrl = Controller::new(releases, by_shard())
+    let release_ctrl = Controller::for_stream(release_stream, release_reader)
         .reconcile_on(triggers.releases)
         .with_config(config)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());

@@ -108,7 +108,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
             releases_api.list(&lp).await?.items.into_iter().filter(|r| controlled_by(r, stack)).collect()
         }
     };
-    let usages = ctx.watches.cluster_usages().await?;
+    let usages = ctx.watches.cluster_usages_in(&ns).await?;
     let now = Timestamp::now();
     let time = Time(now);
 

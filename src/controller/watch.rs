@@ -47,6 +47,18 @@ pub fn shard_selector(shard: Option<&str>) -> String {
     }
 }
 
+/// Drops from an object kept in a store what no reconciler reads: `managedFields` and kubectl's
+/// last-applied annotation, often most of a small object's size. With thousands of Clusters,
+/// ClusterStacks and releases in the stores this is most of their memory. (Writes never send an
+/// object read from a store back whole, so nothing is lost on the server.)
+pub fn slim<K: kube::Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
 /// The trigger streams the controllers consume with `reconcile_on`.
 pub struct TriggerStreams {
     pub stacks: UnboundedReceiver<ObjectRef<ClusterStack>>,
@@ -175,15 +187,17 @@ impl Watches {
         }
     }
 
-    /// Every Cluster's class usage, once the Cluster index is synced (waits up to 30 s for it);
-    /// an error when it is not: without the usages a plan could delete a release in use.
-    pub async fn cluster_usages(&self) -> Result<Vec<ClassUsage>, super::ReconcileError> {
+    /// The class usages of the Clusters whose class lives in `class_namespace` (only those: a
+    /// copy of every Cluster's per reconcile costs megabytes with thousands of Clusters), once
+    /// the Cluster index is synced (waits up to 30 s for it); an error when it is not: without
+    /// the usages a plan could delete a release in use.
+    pub async fn cluster_usages_in(&self, class_namespace: &str) -> Result<Vec<ClassUsage>, super::ReconcileError> {
         let mut synced = self.clusters_synced.subscribe();
         let waited = tokio::time::timeout(std::time::Duration::from_secs(30), synced.wait_for(|s| *s)).await;
         if !matches!(waited, Ok(Ok(_))) {
             return Err(super::ReconcileError::Config("the CAPI Cluster watch has not synced yet".into()));
         }
-        Ok(lock(&self.clusters).usages.values().cloned().collect())
+        Ok(lock(&self.clusters).usages.values().filter(|u| u.class_namespace == class_namespace).cloned().collect())
     }
 
     /// Whether the Cluster index is synced.

@@ -580,7 +580,8 @@ pub const FILE_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
 /// Pushes the files of `dir` (regular files at its top level) as an ORAS-style artifact tagged
 /// `tag`: every blob the registry lacks is uploaded (a `HEAD` first, so existing ones are not sent
 /// again), then the manifest, last, so a reader never sees half a release. Returns the manifest's
-/// digest. Each blob is read into memory for its (monolithic) upload.
+/// digest. Blobs stream from their files (hashed in a first pass), so memory stays flat whatever
+/// their size.
 pub async fn publish(
     client: &RegistryClient,
     host: &str,
@@ -610,18 +611,21 @@ pub async fn publish(
     let mut layers = Vec::new();
     for name in names {
         let path = dir.join(&name);
-        let bytes = bytes::Bytes::from(tokio::fs::read(&path).await.map_err(|e| SourceError::io("reading", &path, e))?);
-        let digest = format!("sha256:{}", hex(&Sha256::digest(&bytes)));
-        progress.start(&name, Some(bytes.len() as u64));
-        push_blob(client, &target, base, repository, &digest, bytes.clone()).await?;
-        progress.advance(bytes.len() as u64);
+        let hashed = path.clone();
+        let (digest, size) = tokio::task::spawn_blocking(move || file_digest(&hashed))
+            .await
+            .map_err(|e| SourceError::Other(format!("{what}: hashing {name}: {e}")))?
+            .map_err(|e| SourceError::io("reading", &path, e))?;
+        progress.start(&name, Some(size));
+        push_blob(client, &target, base, repository, &digest, BlobBody::File { path, size }).await?;
+        progress.advance(size);
         progress.finish(&name);
         let annotations = std::collections::BTreeMap::from([(TITLE_ANNOTATION.to_string(), name)]);
-        layers.push(Descriptor { media_type: FILE_MEDIA_TYPE.into(), digest, size: bytes.len() as u64, annotations });
+        layers.push(Descriptor { media_type: FILE_MEDIA_TYPE.into(), digest, size, annotations });
     }
     let config = bytes::Bytes::from_static(b"{}");
     let config_digest = format!("sha256:{}", hex(&Sha256::digest(&config)));
-    push_blob(client, &target, base, repository, &config_digest, config.clone()).await?;
+    push_blob(client, &target, base, repository, &config_digest, BlobBody::Bytes(config.clone())).await?;
     let manifest = serde_json::json!({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
@@ -649,6 +653,65 @@ pub async fn publish(
     Ok(digest)
 }
 
+/// The sha256 digest (`sha256:…`) and size of a file, read in chunks.
+fn file_digest(path: &Path) -> std::io::Result<(String, u64)> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok((format!("sha256:{}", hex(&hasher.finalize())), size));
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+}
+
+/// What a blob upload sends.
+enum BlobBody {
+    Bytes(bytes::Bytes),
+    /// Streamed from the file; opened anew for each attempt (an authentication retry sends again).
+    File { path: std::path::PathBuf, size: u64 },
+}
+
+impl BlobBody {
+    fn len(&self) -> u64 {
+        match self {
+            BlobBody::Bytes(b) => b.len() as u64,
+            BlobBody::File { size, .. } => *size,
+        }
+    }
+
+    fn body(&self) -> reqwest::Body {
+        match self {
+            BlobBody::Bytes(b) => reqwest::Body::from(b.clone()),
+            BlobBody::File { path, .. } => {
+                // A file that cannot be opened fails the request with the I/O error.
+                let file = std::fs::File::open(path).map(tokio::fs::File::from_std);
+                let chunks = futures::stream::try_unfold(Some(file), |state| async move {
+                    use tokio::io::AsyncReadExt;
+                    let mut file = match state {
+                        Some(Ok(f)) => f,
+                        Some(Err(e)) => return Err(e),
+                        None => return Ok(None),
+                    };
+                    let mut buf = vec![0u8; 256 * 1024];
+                    let n = file.read(&mut buf).await?;
+                    if n == 0 {
+                        return Ok(None);
+                    }
+                    buf.truncate(n);
+                    Ok(Some((bytes::Bytes::from(buf), Some(Ok(file)))))
+                });
+                reqwest::Body::wrap_stream(chunks)
+            }
+        }
+    }
+}
+
 /// Uploads one blob unless the registry has it (monolithic upload: `POST` then `PUT ?digest=`).
 async fn push_blob(
     client: &RegistryClient,
@@ -656,7 +719,7 @@ async fn push_blob(
     base: &str,
     repository: &str,
     digest: &str,
-    bytes: bytes::Bytes,
+    blob: BlobBody,
 ) -> Result<(), SourceError> {
     let what = format!("{} blob {digest}", target.what);
     let url = format!("{base}/v2/{repository}/blobs/{digest}");
@@ -682,7 +745,12 @@ async fn push_blob(
     put.query_pairs_mut().append_pair("digest", digest);
     let put = put.to_string();
     let resp = client
-        .send(target, &put, |http| http.put(&put).header(CONTENT_TYPE, "application/octet-stream").body(bytes.clone()))
+        .send(target, &put, |http| {
+            http.put(&put)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .header(reqwest::header::CONTENT_LENGTH, blob.len())
+                .body(blob.body())
+        })
         .await
         .map_err(|e| registry_error(&what, e))?;
     if resp.status() != StatusCode::CREATED {

@@ -831,7 +831,18 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) -> Result
     };
     let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    kube::runtime::Controller::new_with(clusters, kube::runtime::watcher::Config::default(), resource)
+    // The store keeps slimmed Clusters (see `watch::slim`).
+    let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource.clone());
+    let reader = writer.as_reader();
+    let stream = kube::runtime::reflector(
+        writer,
+        kube::runtime::WatchStreamExt::modify(
+            kube::runtime::watcher(clusters, kube::runtime::watcher::Config::default()),
+            super::watch::slim,
+        ),
+    );
+    let stream = kube::runtime::WatchStreamExt::applied_objects(stream);
+    kube::runtime::Controller::for_stream_with(stream, reader, resource)
         .with_config(config)
         .run(reconcile, error_policy, actx)
         .for_each(|_| async {})
