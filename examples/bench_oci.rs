@@ -160,11 +160,7 @@ async fn main() -> Result<(), Error> {
         let tag = format!("bench-ferrol-1-27-v{version}");
         let start = Instant::now();
         oci::publish(&client, &host, REPOSITORY, &base, &tag, &dir, &NoProgress).await?;
-        println!(
-            "published {tag}: {:.1} MiB in {:.3} s",
-            bytes as f64 / MIB as f64,
-            start.elapsed().as_secs_f64()
-        );
+        println!("published {tag}: {:.1} MiB in {:.3} s", bytes as f64 / MIB as f64, start.elapsed().as_secs_f64());
         sizes.push((tag, dir, bytes));
     }
 
@@ -201,10 +197,16 @@ async fn main() -> Result<(), Error> {
     }
 
     println!("release {tag}: {:.1} MiB in 3 blobs", *bytes as f64 / MIB as f64);
-    println!("clusterstack OCI pull (list, manifest, verified blobs): {:.3} s (best of {RUNS})", best_ours.as_secs_f64());
+    println!(
+        "clusterstack OCI pull (list, manifest, verified blobs): {:.3} s (best of {RUNS})",
+        best_ours.as_secs_f64()
+    );
     match best_oras {
         Some(theirs) => {
-            println!("oras pull (PyPI oras, one process):                    {:.3} s (best of {RUNS})", theirs.as_secs_f64());
+            println!(
+                "oras pull (PyPI oras, one process):                    {:.3} s (best of {RUNS})",
+                theirs.as_secs_f64()
+            );
             println!(
                 "ratio ours / oras:                                      {:.2} (goal <= 1.0)",
                 best_ours.as_secs_f64() / theirs.as_secs_f64()

@@ -202,8 +202,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         None => std::process::Command::new(&exe),
     };
+    let (arena_var, arena_max) = clusterstack::cli::MALLOC_ARENA_MAX;
     let mut child = command
         .arg("--operator")
+        // As the Deployment `install --export` writes runs it.
+        .env(arena_var, arena_max)
         .env("BENCH_API_URL", server.url())
         .env("BENCH_GITHUB_URL", fake.api_url())
         .env("BENCH_CACHE", cache.path())
@@ -262,8 +265,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             o["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"]["extraArgs"]
                 ["enable-hostpath-provisioner"] = json!("false");
         });
-        if Some(edited["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"].clone())
-            == good
+        if Some(
+            edited["spec"]["template"]["spec"]["kubeadmConfigSpec"]["clusterConfiguration"]["controllerManager"]
+                .clone(),
+        ) == good
         {
             return Err("the hand edit changed nothing".into());
         }
@@ -279,7 +284,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             server.edit_object(INFRA, PROVIDER, Some(&namespace), &tag(3), |o| o["status"] = json!({"ready": ready}))
         };
         let release_ready = || {
-            server.get_object(CS, "ClusterStackRelease", Some(&namespace), &tag(3)).map(|r| r["status"]["ready"].clone())
+            server
+                .get_object(CS, "ClusterStackRelease", Some(&namespace), &tag(3))
+                .map(|r| r["status"]["ready"].clone())
         };
         set(false);
         if let Some(t) = wait(Duration::from_secs(30), || release_ready() == Some(json!(false))).await {

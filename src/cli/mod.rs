@@ -5,6 +5,7 @@
 mod build;
 mod crds;
 mod install;
+pub use install::MALLOC_ARENA_MAX;
 mod install_hooks;
 pub mod operator;
 mod plan;

@@ -144,7 +144,8 @@ pub async fn run_with(
     // The controllers' stores keep slimmed objects (see `watch::slim`).
     let stack_writer = reflector::store::Writer::<ClusterStack>::default();
     let stack_reader = stack_writer.as_reader();
-    let stack_stream = reflector(stack_writer, watcher(stacks, by_shard()).modify(super::watch::slim)).applied_objects();
+    let stack_stream =
+        reflector(stack_writer, watcher(stacks, by_shard()).modify(super::watch::slim)).applied_objects();
     let release_writer = reflector::store::Writer::<ClusterStackRelease>::default();
     let release_reader = release_writer.as_reader();
     let release_stream =

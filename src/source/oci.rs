@@ -674,7 +674,10 @@ fn file_digest(path: &Path) -> std::io::Result<(String, u64)> {
 enum BlobBody {
     Bytes(bytes::Bytes),
     /// Streamed from the file; opened anew for each attempt (an authentication retry sends again).
-    File { path: std::path::PathBuf, size: u64 },
+    File {
+        path: std::path::PathBuf,
+        size: u64,
+    },
 }
 
 impl BlobBody {
