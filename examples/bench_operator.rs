@@ -315,6 +315,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let rss = vm_hwm_mib(child.id());
+    // What the resident set is made of at the end: heap and stacks, and mapped files (the code).
+    let (anon, file) = (status_mib(child.id(), "RssAnon:"), status_mib(child.id(), "RssFile:"));
     let _ = child.kill();
     let _ = child.wait();
     edits.sort();
@@ -356,6 +358,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         size.samples
     );
     println!("operator peak RSS overall: {rss:.1} MiB (goal < 64)");
+    println!("  resident at the end:     {anon:.1} MiB anonymous (heap, stacks), {file:.1} MiB file-backed (code)");
     Ok(())
 }
 
@@ -378,10 +381,15 @@ async fn operator() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Peak RSS of process `pid`, in MiB (Linux `VmHWM`; 0 elsewhere).
 fn vm_hwm_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmHWM:")
+}
+
+/// A `/proc/PID/status` field given in kB, in MiB (0 when unreadable).
+fn status_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(0.0, |kib| kib / 1024.0)
 }

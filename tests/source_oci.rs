@@ -43,6 +43,10 @@ impl Registry {
 
     /// With `basic_auth`, the registry asks for `ci` / `letmein` (htpasswd, bcrypt).
     fn start_with(test: &str, basic_auth: bool) -> Option<Registry> {
+        Self::start_auth(test, if basic_auth { Auth::Basic } else { Auth::None })
+    }
+
+    fn start_auth(test: &str, auth: Auth) -> Option<Registry> {
         let Some(bin) = registry_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: docker-registry not found (CI=true): install it or set CLUSTERSTACK_REGISTRY_BIN");
@@ -58,10 +62,21 @@ impl Registry {
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
             storage.path().display()
         );
-        if basic_auth {
-            let htpasswd = config_dir.path().join("htpasswd");
-            std::fs::write(&htpasswd, format!("ci:{HTPASSWD_LETMEIN}\n")).unwrap();
-            text.push_str(&format!("auth:\n  htpasswd:\n    realm: test\n    path: {}\n", htpasswd.display()));
+        match auth {
+            Auth::None => {}
+            Auth::Basic => {
+                let htpasswd = config_dir.path().join("htpasswd");
+                std::fs::write(&htpasswd, format!("ci:{HTPASSWD_LETMEIN}\n")).unwrap();
+                text.push_str(&format!("auth:\n  htpasswd:\n    realm: test\n    path: {}\n", htpasswd.display()));
+            }
+            Auth::Token { realm, root_pem } => {
+                let bundle = config_dir.path().join("token-root.pem");
+                std::fs::write(&bundle, root_pem).unwrap();
+                text.push_str(&format!(
+                    "auth:\n  token:\n    realm: {realm}\n    service: {TOKEN_SERVICE}\n    issuer: {TOKEN_ISSUER}\n    rootcertbundle: {}\n",
+                    bundle.display()
+                ));
+            }
         }
         std::fs::write(&config, text).unwrap();
         let child = Command::new(&bin)
@@ -96,6 +111,18 @@ impl Registry {
     async fn publish(&self, repository: &str, tag: &str, dir: &Path) -> String {
         oci::publish(&client(), &self.host(), repository, &self.base(), tag, dir, &NoProgress).await.unwrap()
     }
+}
+
+/// How the registry authenticates.
+enum Auth {
+    None,
+    Basic,
+    /// The token dance: the registry trusts JWTs signed by the key of `root_pem` and sends
+    /// clients to `realm` for them.
+    Token {
+        realm: String,
+        root_pem: String,
+    },
 }
 
 /// bcrypt of `letmein` (cost 5), made once with Python's `bcrypt.hashpw`: a fixture.
@@ -342,4 +369,114 @@ async fn oras_reads_what_we_publish_and_we_read_what_oras_pushes() {
         assert_eq!(std::fs::read(&dest).unwrap(), std::fs::read(pushed.path().join(&asset.name)).unwrap());
     }
     assert_eq!(release.assets.len(), 2);
+}
+
+const TOKEN_SERVICE: &str = "test-registry";
+const TOKEN_ISSUER: &str = "clusterstack-test-issuer";
+
+/// A token server on 127.0.0.1, as Docker Hub's or Harbor's: `GET /token?service=&scope=` with
+/// basic credentials `ci` / `letmein` answers a JWT (ES256, its certificate in `x5c`) granting the
+/// requested scope; anything else is 401. Returns its realm, the certificate (PEM) the registry
+/// must trust, and the scopes it was asked for.
+async fn token_server() -> (String, String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::extract::{Query, State};
+    use axum::http::{HeaderMap, StatusCode};
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["token-issuer.test".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let rng = ring::rand::SystemRandom::new();
+    let signer = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &key.serialize_der(), &rng).unwrap();
+    let x5c = STANDARD.encode(cert.der());
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+
+    struct Issuer {
+        signer: EcdsaKeyPair,
+        rng: ring::rand::SystemRandom,
+        x5c: String,
+        asked: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+    let issuer = Arc::new(Issuer { signer, rng, x5c, asked: asked.clone() });
+    async fn token(
+        State(issuer): State<Arc<Issuer>>,
+        Query(query): Query<std::collections::HashMap<String, String>>,
+        headers: HeaderMap,
+    ) -> Result<axum::Json<serde_json::Value>, StatusCode> {
+        let expected = format!("Basic {}", STANDARD.encode("ci:letmein"));
+        if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+            return Err(StatusCode::UNAUTHORIZED);
+        }
+        if query.get("service").map(String::as_str) != Some(TOKEN_SERVICE) {
+            return Err(StatusCode::BAD_REQUEST);
+        }
+        let scope = query.get("scope").cloned().unwrap_or_default();
+        issuer.asked.lock().unwrap().push(scope.clone());
+        // repository:NAME:ACTIONS (the name may hold no colon here).
+        let mut parts = scope.splitn(3, ':');
+        let (kind, name, actions) = (parts.next(), parts.next(), parts.next());
+        let access = match (kind, name, actions) {
+            (Some("repository"), Some(name), Some(actions)) => {
+                serde_json::json!([{"type": "repository", "name": name, "actions": actions.split(',').collect::<Vec<_>>()}])
+            }
+            _ => serde_json::json!([]),
+        };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let header = serde_json::json!({"typ": "JWT", "alg": "ES256", "x5c": [issuer.x5c]});
+        let claims = serde_json::json!({
+            "iss": TOKEN_ISSUER, "sub": "ci", "aud": TOKEN_SERVICE, "exp": now + 300, "nbf": now - 10,
+            "iat": now, "jti": format!("{now}-{}", issuer.asked.lock().unwrap().len()), "access": access,
+        });
+        let signing_input =
+            format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let signature = issuer.signer.sign(&issuer.rng, signing_input.as_bytes()).unwrap();
+        let jwt = format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()));
+        Ok(axum::Json(serde_json::json!({"token": jwt, "expires_in": 300})))
+    }
+    let app = axum::Router::new().route("/token", axum::routing::get(token)).with_state(issuer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let realm = format!("http://{}/token", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (realm, cert.pem(), asked)
+}
+
+#[tokio::test]
+async fn the_token_dance_pushes_and_pulls_and_refuses_wrong_credentials() {
+    let test = "the_token_dance_pushes_and_pulls_and_refuses_wrong_credentials";
+    let (realm, root_pem, asked) = token_server().await;
+    let Some(reg) = Registry::start_auth(test, Auth::Token { realm, root_pem }) else { return };
+    let host = reg.host();
+    let files = release_dir(21);
+    let good = client_with(credentials(&host, "letmein"));
+    oci::publish(&good, &host, "team/stacks", &reg.base(), "docker-ferrol-1-27-v1", files.path(), &NoProgress)
+        .await
+        .unwrap();
+    // The push asked for push rights on the repository, not just what the first challenge named.
+    assert!(asked.lock().unwrap().iter().any(|s| s == "repository:team/stacks:pull,push"), "{:?}", asked.lock());
+
+    // A reader with the right credentials lists and pulls, byte for byte.
+    let source = OciSource::new(client_with(credentials(&host, "letmein")), &host, "team/stacks", &reg.base());
+    let listing = source.list().await.unwrap();
+    let release = listing.releases.iter().find(|r| r.tag == "docker-ferrol-1-27-v1").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    for asset in &release.assets {
+        let dest = out.path().join(&asset.name);
+        source.download(release, asset, &dest, &NoProgress).await.unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), std::fs::read(files.path().join(&asset.name)).unwrap());
+    }
+    assert!(asked.lock().unwrap().iter().any(|s| s == "repository:team/stacks:pull"), "{:?}", asked.lock());
+
+    // Wrong or no credentials: the token server refuses, and the error names the registry,
+    // the repository and the realm.
+    for config in [credentials(&host, "wrong"), RegistryConfig::default()] {
+        let source = OciSource::new(client_with(config), &host, "team/stacks", &reg.base());
+        let err = source.list().await.unwrap_err().to_string();
+        assert!(err.contains(&host) && err.contains("team/stacks") && err.contains("/token"), "{err}");
+        assert!(err.contains("401"), "{err}");
+    }
 }
