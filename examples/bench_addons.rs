@@ -1,7 +1,8 @@
 //! 200 workload Clusters moved from release v1 to v2 of the sample stack.
 //!
 //! Simulation: one management API server double and one workload API server double per Cluster
-//! (200, each on its own 127.0.0.1 port, reached through a real `<cluster>-kubeconfig` Secret),
+//! (200, each on its own 127.0.0.1 port, reached through a real `<cluster>-kubeconfig` Secret
+//! holding, as CAPI's do, the cluster CA and a client certificate),
 //! all with the same latency per request. A "kubelet" task marks each workload's metrics-server
 //! Deployment ready a moment after it is applied, so v2's `BeforeClusterUpgrade`
 //! post-condition (`ms.status.readyReplicas >= 1`) comes true.
@@ -48,13 +49,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
         mgmt.put_object(serde_json::to_value(&crd)?);
     }
+    // Kubeconfigs as CAPI writes them: the cluster's CA and a client certificate (here one
+    // self-signed pair for all; the doubles speak plain HTTP, so TLS is set up but never used).
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca_params = rcgen::CertificateParams::new(vec!["kubernetes".to_string()])?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key)?;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let (ca_pem, key_pem) = (b64(&ca.pem()), b64(&ca_key.serialize_pem()));
     let mut workloads = Vec::new();
     for i in 0..CLUSTERS {
         let name = format!("c{i:03}");
         let w = ApiServer::start().await;
         w.set_latency(LATENCY);
         let kubeconfig = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\ncontexts:\n- name: w\n  context:\n    cluster: w\n    user: w\ncurrent-context: w\nusers:\n- name: w\n  user:\n    token: t\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: w\n  cluster:\n    server: {}\n    certificate-authority-data: {ca_pem}\ncontexts:\n- name: w\n  context:\n    cluster: w\n    user: w\ncurrent-context: w\nusers:\n- name: w\n  user:\n    client-certificate-data: {ca_pem}\n    client-key-data: {key_pem}\n",
             w.url()
         );
         mgmt.put_object(json!({"apiVersion": "v1", "kind": "Secret",
@@ -83,8 +92,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     mgmt.set_latency(LATENCY);
     let cache = tempfile::tempdir()?;
 
-    let mut child = std::process::Command::new(std::env::current_exe()?)
+    // `BENCH_OPERATOR_WRAPPER=heaptrack` (say) runs the operator under a profiler.
+    let exe = std::env::current_exe()?;
+    let mut command = match std::env::var_os("BENCH_OPERATOR_WRAPPER") {
+        Some(wrapper) => {
+            let mut c = std::process::Command::new(wrapper);
+            c.arg(&exe);
+            c
+        }
+        None => std::process::Command::new(&exe),
+    };
+    let (arena_var, arena_max) = clusterstack::cli::MALLOC_ARENA_MAX;
+    let mut child = command
         .arg("--operator")
+        // As the Deployment `install --export` writes runs it.
+        .env(arena_var, arena_max)
         .env("BENCH_API_URL", mgmt.url())
         .env("BENCH_CACHE", cache.path())
         .spawn()?;
