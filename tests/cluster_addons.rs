@@ -165,6 +165,14 @@ async fn a_new_cluster_gets_its_addons_in_stage_order_once_its_control_plane_is_
 
 /// A copy of the sample releases in which v2's cni no longer renders its RBAC.
 fn repo_with_smaller_v2() -> tempfile::TempDir {
+    repo_with("docker-ferrol-1-27-v2", |extracted| {
+        std::fs::remove_file(extracted.join("cni/templates/rbac.yaml")).unwrap();
+    })
+}
+
+/// A copy of the sample releases (no checksums) whose `tag` has its addon bundle changed by
+/// `edit` (given the extracted bundle's directory).
+fn repo_with(tag: &str, edit: impl FnOnce(&Path)) -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
     for tag in ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"] {
         let dest = repo.path().join(tag);
@@ -179,12 +187,19 @@ fn repo_with_smaller_v2() -> tempfile::TempDir {
             std::fs::copy(f.path(), dest.join(&name)).unwrap();
         }
     }
-    let tgz = repo.path().join("docker-ferrol-1-27-v2/docker-ferrol-1-27-cluster-addon-v2.tgz");
+    let version = tag.rsplit('-').next().unwrap();
+    let tgz = repo.path().join(format!("{tag}/docker-ferrol-1-27-cluster-addon-{version}.tgz"));
+    let tgz = if tgz.exists() {
+        tgz
+    } else {
+        // v3 ships the v2 addons.
+        repo.path().join(format!("{tag}/docker-ferrol-1-27-cluster-addon-v2.tgz"))
+    };
     let extracted = tempfile::tempdir().unwrap();
     tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&tgz).unwrap()))
         .unpack(extracted.path())
         .unwrap();
-    std::fs::remove_file(extracted.path().join("cni/templates/rbac.yaml")).unwrap();
+    edit(extracted.path());
     let file = std::fs::File::create(&tgz).unwrap();
     let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(file, flate2::Compression::fast()));
     builder.append_dir_all(".", extracted.path()).unwrap();
@@ -350,4 +365,46 @@ async fn drift_in_the_workload_cluster_is_corrected_on_resync() {
     let d = work.get_object("apps/v1", "Deployment", Some("kube-system"), "metrics-server").unwrap();
     assert!(d.to_string().contains("metrics-server:v0.6.4"), "{d}");
     assert!(work.count(&RequestMatch::any().verb("patch")) > 0);
+}
+
+#[tokio::test]
+async fn a_hostile_values_template_fails_that_cluster_only() {
+    // v1's cni values template: an undefined value for Cluster "undefined", a runaway loop for
+    // Cluster "runaway", the sample's template for everyone else.
+    let repo = repo_with("docker-ferrol-1-27-v1", |dir| {
+        let good = std::fs::read_to_string(dir.join("cni/overwrite.yaml")).unwrap();
+        let hostile = format!(
+            "{{% if cluster.metadata.name == \"undefined\" %}}podSubnet: {{{{ cluster.spec.nowhere.cidr }}}}\n\
+             {{% elif cluster.metadata.name == \"runaway\" %}}{{% for i in range(100000) %}}{{% for j in range(100000) %}}x{{% endfor %}}{{% endfor %}}\n\
+             {{% else %}}{good}{{% endif %}}\n"
+        );
+        std::fs::write(dir.join("cni/overwrite.yaml"), hostile).unwrap();
+    });
+    let mgmt = management().await;
+    let cache = tempfile::tempdir().unwrap();
+    let actx = context(&mgmt, repo.path(), cache.path(), Duration::from_secs(600));
+    let mut workloads = Vec::new();
+    for name in ["undefined", "runaway", "good"] {
+        let w = ApiServer::start().await;
+        put_kubeconfig(&mgmt, name, &w.url());
+        put_cluster(&mgmt, name, "docker-ferrol-1-27-v1", true);
+        workloads.push(w);
+    }
+    for (name, expected) in [("undefined", "nowhere"), ("runaway", "fuel")] {
+        let started = std::time::Instant::now();
+        let e = pass(&actx, &mgmt, name).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(30), "{name}: the limit stopped it late");
+        let status = addon_status(&mgmt, name);
+        let reason_ = ready_reason(&status);
+        assert!(reason_.starts_with(reason::RENDER_FAILED), "{name}: {reason_}");
+        // The error names the file and what was wrong.
+        assert!(reason_.contains("overwrite.yaml") && reason_.contains(expected), "{name}: {reason_} / {e}");
+    }
+    for w in &workloads[..2] {
+        assert_eq!(workload_writes(w), 0, "nothing is sent to a Cluster whose values failed");
+    }
+    // The other Cluster of the same release gets its addons, its values rendered.
+    pass(&actx, &mgmt, "good").await.unwrap();
+    let ds = workloads[2].get_object("apps/v1", "DaemonSet", Some("kube-system"), "kindnet").expect("cni applied");
+    assert!(ds.to_string().contains("10.244.0.0/16"), "{ds}");
 }

@@ -264,7 +264,9 @@ async fn reconcile_cluster(
     if !control_plane_initialized(&cluster_json) && pass.status.release.is_none() {
         pass.condition(false, reason::WAITING_FOR_CONTROL_PLANE, "the control plane is not initialised yet");
         pass.save().await?;
-        return Ok(Action::requeue(Duration::from_secs(60)));
+        // The Cluster's own watch brings the change of its status; polling thousands of
+        // provisioning Clusters would cost a request each per minute for nothing.
+        return Ok(Action::requeue(actx.settings.resync_interval));
     }
 
     let tag = usage.class.tag();
