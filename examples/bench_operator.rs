@@ -374,8 +374,6 @@ async fn operator() -> Result<(), Box<dyn std::error::Error>> {
     settings.resync_interval = Duration::from_secs(3600);
     settings.concurrency = 16;
     settings.providers.set_external(std::sync::Arc::new(clusterstack::provider::ExternalOperator::new()));
-    // Only the watch explains a reaction to a provider object.
-    settings.gate.ready_recheck = Duration::from_secs(3600);
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;
     Ok(())
 }

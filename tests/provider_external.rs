@@ -134,6 +134,8 @@ async fn a_regression_turns_the_gate_and_the_condition_false_again() {
     set_ready(&server, true);
     let out = gate.check(&ctx, false, Some(&status), Some(1), &now).await;
     assert_eq!(out.state, GateState::Passed);
+    // Its objects are watched: a passed gate is not asked again on a timer.
+    assert_eq!(out.requeue_after, None);
     out.record(&mut status, &now);
     assert_eq!(find(&status.conditions, NODE_IMAGES_READY).unwrap().status, TRUE);
 

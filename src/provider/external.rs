@@ -224,6 +224,10 @@ impl NodeImageProvider for ExternalOperator {
         "external"
     }
 
+    fn watched(&self) -> bool {
+        true
+    }
+
     fn ensure<'a>(&'a self, ctx: &'a ReleaseContext) -> BoxFuture<'a, Result<Report, ProviderError>> {
         Box::pin(self.ensure_object(ctx))
     }

@@ -249,7 +249,11 @@ impl Gate {
             .with_images(ctx.previous.clone())),
         };
         let conditions = current.map(|s| s.conditions.as_slice()).unwrap_or_default();
-        let outcome = decide(answer, &name, conditions, now, generation, &self.config);
+        let mut outcome = decide(answer, &name, conditions, now, generation, &self.config);
+        if plugin.watched() && outcome.state == GateState::Passed {
+            // A regression arrives through the watch of the provider objects.
+            outcome.requeue_after = None;
+        }
         // One info line per decision that changes something a user sees; the rest at debug.
         let before = find(conditions, NODE_IMAGES_READY).map(|c| (c.status.as_str(), c.reason.as_str()));
         let after = outcome.condition.as_ref().map(|c| (c.status.as_str(), c.reason.as_str()));

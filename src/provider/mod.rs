@@ -249,6 +249,13 @@ pub trait NodeImageProvider: Send + Sync {
     /// The provider name this plug-in serves, as in release names (`docker`, `openstack`).
     fn name(&self) -> &str;
 
+    /// Whether a change of what the plug-in reports reaches the release through a watch (its
+    /// objects carry our release labels, see `controller::watch`): then a passed gate is not
+    /// asked again on a timer ([`GateConfig::ready_recheck`]), and an idle operator sends nothing.
+    fn watched(&self) -> bool {
+        false
+    }
+
     /// Makes sure the release's node images exist (or are being made), and says how far it is.
     fn ensure<'a>(&'a self, ctx: &'a ReleaseContext) -> BoxFuture<'a, Result<Report, ProviderError>>;
 
