@@ -13,6 +13,8 @@
 //!
 //! `cargo run --release --example bench_addons`
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -92,24 +94,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     mgmt.set_latency(LATENCY);
     let cache = tempfile::tempdir()?;
 
-    // `BENCH_OPERATOR_WRAPPER=heaptrack` (say) runs the operator under a profiler.
-    let exe = std::env::current_exe()?;
-    let mut command = match std::env::var_os("BENCH_OPERATOR_WRAPPER") {
-        Some(wrapper) => {
-            let mut c = std::process::Command::new(wrapper);
-            c.arg(&exe);
-            c
-        }
-        None => std::process::Command::new(&exe),
-    };
-    let (arena_var, arena_max) = clusterstack::cli::MALLOC_ARENA_MAX;
-    let mut child = command
-        .arg("--operator")
-        // As the Deployment `install --export` writes runs it.
-        .env(arena_var, arena_max)
-        .env("BENCH_API_URL", mgmt.url())
-        .env("BENCH_CACHE", cache.path())
-        .spawn()?;
+    let mut child =
+        common::operator_command()?.env("BENCH_API_URL", mgmt.url()).env("BENCH_CACHE", cache.path()).spawn()?;
     let all_at = |tag: &str| {
         let list = mgmt.list_objects(CA, "ClusterAddon");
         list.len() == CLUSTERS && list.iter().all(|a| a["status"]["release"] == tag && a["status"]["ready"] == true)
@@ -132,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     wait(&mut child, started, || all_at("docker-ferrol-1-27-v2")).await?;
     let upgrade = started.elapsed();
     let (up_mgmt, up_work) = (mgmt.requests().len(), total(&workloads));
-    let rss = vm_hwm_mib(child.id());
+    let rss = common::child_hwm_mib(child.id());
     let _ = child.kill();
     let _ = child.wait();
 
@@ -187,14 +173,4 @@ async fn operator() -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings::new(SourceSpec::dir(releases), var("BENCH_CACHE")?);
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;
     Ok(())
-}
-
-/// Peak RSS of process `pid`, in MiB (Linux `VmHWM`; 0 elsewhere).
-fn vm_hwm_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
 }

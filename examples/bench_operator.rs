@@ -14,6 +14,8 @@
 //! `cargo run --release --example bench_operator -- --stacks 1000 --repos 10 --clusters 5000`
 //! (defaults: 100 stacks, 10 repositories, 500 Clusters, 2 ms, poll 10 s, 20 samples).
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/fake_github/mod.rs"]
 mod fake_github;
 #[path = "../tests/support/mod.rs"]
@@ -192,21 +194,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cache = tempfile::tempdir()?;
 
     let started = Instant::now();
-    // `BENCH_OPERATOR_WRAPPER=heaptrack` (say) runs the operator under a profiler.
-    let exe = std::env::current_exe()?;
-    let mut command = match std::env::var_os("BENCH_OPERATOR_WRAPPER") {
-        Some(wrapper) => {
-            let mut c = std::process::Command::new(wrapper);
-            c.arg(&exe);
-            c
-        }
-        None => std::process::Command::new(&exe),
-    };
-    let (arena_var, arena_max) = clusterstack::cli::MALLOC_ARENA_MAX;
-    let mut child = command
-        .arg("--operator")
-        // As the Deployment `install --export` writes runs it.
-        .env(arena_var, arena_max)
+    let mut child = common::operator_command()?
         .env("BENCH_API_URL", server.url())
         .env("BENCH_GITHUB_URL", fake.api_url())
         .env("BENCH_CACHE", cache.path())
@@ -225,7 +213,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cold = started.elapsed();
     let cold_api = server.requests().len();
     let cold_github = fake.requests().len();
-    let cold_rss = vm_hwm_mib(child.id());
+    let cold_rss = common::child_hwm_mib(child.id());
 
     // Let the last status writes land, then one whole poll interval with nothing new.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -315,9 +303,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             moves.push(t);
         }
     }
-    let rss = vm_hwm_mib(child.id());
+    let rss = common::child_hwm_mib(child.id());
     // What the resident set is made of at the end: heap and stacks, and mapped files (the code).
-    let (anon, file) = (status_mib(child.id(), "RssAnon:"), status_mib(child.id(), "RssFile:"));
+    let (anon, file) = {
+        let pid = child.id().to_string();
+        (common::status_mib(&pid, "RssAnon:").unwrap_or(0.0), common::status_mib(&pid, "RssFile:").unwrap_or(0.0))
+    };
     let _ = child.kill();
     let _ = child.wait();
     edits.sort();
@@ -337,27 +328,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("  GitHub requests:         {quiet_github:.1} (goal {}, one per repository)", size.repos);
     println!("  mutations:               {:.1} (goal 0)", mutations as f64 / f64::from(intervals));
     println!("reactions ({} samples each, goal p99 < 2 s):", size.samples);
-    println!(
-        "  hand edit reverted:      p50 {:?} p99 {:?} ({} of {})",
-        percentile(&edits, 0.5),
-        percentile(&edits, 0.99),
-        edits.len(),
-        size.samples
-    );
-    println!(
-        "  Cluster moved class:     p50 {:?} p99 {:?} ({} of {})",
-        percentile(&moves, 0.5),
-        percentile(&moves, 0.99),
-        moves.len(),
-        size.samples
-    );
-    println!(
-        "  provider regression:     p50 {:?} p99 {:?} ({} of {})",
-        percentile(&regressions, 0.5),
-        percentile(&regressions, 0.99),
-        regressions.len(),
-        size.samples
-    );
+    for (what, times) in
+        [("hand edit reverted:", &edits), ("Cluster moved class:", &moves), ("provider regression:", &regressions)]
+    {
+        println!(
+            "  {what:<24} p50 {:?} p99 {:?} ({} of {})",
+            percentile(times, 0.5),
+            percentile(times, 0.99),
+            times.len(),
+            size.samples
+        );
+    }
     println!("operator peak RSS overall: {rss:.1} MiB (goal < 64)");
     println!("  resident at the end:     {anon:.1} MiB anonymous (heap, stacks), {file:.1} MiB file-backed (code)");
     Ok(())
@@ -376,19 +357,4 @@ async fn operator() -> Result<(), Box<dyn std::error::Error>> {
     settings.providers.set_external(std::sync::Arc::new(clusterstack::provider::ExternalOperator::new()));
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;
     Ok(())
-}
-
-/// Peak RSS of process `pid`, in MiB (Linux `VmHWM`; 0 elsewhere).
-fn vm_hwm_mib(pid: u32) -> f64 {
-    status_mib(pid, "VmHWM:")
-}
-
-/// A `/proc/PID/status` field given in kB, in MiB (0 when unreadable).
-fn status_mib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
 }

@@ -10,16 +10,14 @@ use std::time::Duration;
 
 use clusterstack::api::{ClusterStack, ClusterStackRelease};
 use clusterstack::controller::context::Settings;
-use clusterstack::controller::metrics::Metrics;
-use clusterstack::controller::run::{Handles, RunOptions, run_with};
-use clusterstack::controller::serve::Readiness;
+use clusterstack::controller::run::RunOptions;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
-use support::fixtures::{capi_crds, load_yaml};
+use support::operator::Operator;
 use support::{ApiServer, RequestMatch};
 use tokio_util::sync::CancellationToken;
 
@@ -34,65 +32,7 @@ fn releases_dir() -> PathBuf {
 
 /// A server with our CRDs, the CAPI CRDs (Cluster included) and the namespaces.
 async fn server() -> ApiServer {
-    clusterstack::install_crypto_provider();
-    let server = ApiServer::start().await;
-    for ns in [NS, "workloads"] {
-        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
-    }
-    for crd in clusterstack::api::all_crds() {
-        server.put_object(serde_json::to_value(&crd).unwrap());
-    }
-    for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
-        server.put_object(serde_json::to_value(&crd).unwrap());
-    }
-    server
-}
-
-/// A running operator; stopped (gracefully) on `stop` or when dropped.
-struct Operator {
-    token: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-}
-
-impl Operator {
-    fn start(server: &ApiServer, settings: Settings) -> Self {
-        Self::start_with(server, settings, RunOptions::default())
-    }
-
-    fn start_with(server: &ApiServer, settings: Settings, options: RunOptions) -> Self {
-        let token = CancellationToken::new();
-        let handles = Handles { metrics: Arc::new(Metrics::new()), readiness: Readiness::default() };
-        let (metrics, readiness) = (handles.metrics.clone(), handles.readiness.clone());
-        let client = server.client();
-        let t = token.clone();
-        let task = tokio::spawn(async move {
-            run_with(client, settings, options, t, handles).await.expect("operator runs");
-        });
-        Self { token, task: Some(task), metrics, readiness }
-    }
-
-    /// Kills the operator abruptly (a crash): reconciles in flight are dropped mid-way.
-    async fn kill(mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
-    }
-
-    async fn stop(mut self) {
-        self.token.cancel();
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(WAIT, task).await.expect("operator stops in time").expect("operator task");
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
+    support::operator::capi_server(&[NS, "workloads"]).await
 }
 
 fn settings(source: SourceSpec, cache: &Path) -> Settings {

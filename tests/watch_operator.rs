@@ -10,16 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::controller::context::Settings;
-use clusterstack::controller::metrics::Metrics;
-use clusterstack::controller::run::{Handles, RunOptions, run_with};
-use clusterstack::controller::serve::Readiness;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use serde_json::{Value, json};
 use support::ApiServer;
-use support::fixtures::{capi_crds, load_yaml};
-use tokio_util::sync::CancellationToken;
+use support::fixtures::load_yaml;
+use support::operator::Operator;
 
 const NS: &str = "stacks";
 const CC: &str = "cluster.x-k8s.io/v1beta1";
@@ -36,52 +33,9 @@ fn releases_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("releases")
 }
 
+/// A server with our CRDs, the CAPI CRDs (Cluster included) and the namespaces.
 async fn server() -> ApiServer {
-    clusterstack::install_crypto_provider();
-    let server = ApiServer::start().await;
-    for ns in [NS, "workloads"] {
-        server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
-    }
-    for crd in clusterstack::api::all_crds() {
-        server.put_object(serde_json::to_value(&crd).unwrap());
-    }
-    for crd in capi_crds().into_iter().chain(load_yaml("operator/clusters.cluster.x-k8s.io.yaml")) {
-        server.put_object(serde_json::to_value(&crd).unwrap());
-    }
-    server
-}
-
-struct Operator {
-    token: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
-    metrics: Arc<Metrics>,
-}
-
-impl Operator {
-    fn start(server: &ApiServer, settings: Settings) -> Self {
-        let token = CancellationToken::new();
-        let handles = Handles { metrics: Arc::new(Metrics::new()), readiness: Readiness::default() };
-        let metrics = handles.metrics.clone();
-        let client = server.client();
-        let t = token.clone();
-        let task = tokio::spawn(async move {
-            run_with(client, settings, RunOptions::default(), t, handles).await.expect("operator runs");
-        });
-        Self { token, task: Some(task), metrics }
-    }
-
-    async fn stop(mut self) {
-        self.token.cancel();
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(WAIT, task).await.expect("operator stops in time").expect("operator task");
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
+    support::operator::capi_server(&[NS, "workloads"]).await
 }
 
 fn settings(source: SourceSpec, cache: &Path) -> Settings {

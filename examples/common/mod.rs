@@ -21,12 +21,38 @@ pub const MIB: u64 = 1 << 20;
 
 /// Peak resident set size of this process (`VmHWM`), in MiB.
 pub fn vm_hwm_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
+    status_mib("self", "VmHWM:").unwrap_or(f64::NAN)
+}
+
+/// A `/proc/<pid>/status` field given in kB (`VmHWM:`, `RssAnon:`...), in MiB; `None` when
+/// unreadable (not Linux, process gone).
+pub fn status_mib(pid: &str, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Peak RSS of child process `pid` (`VmHWM`), in MiB; 0 when unreadable.
+pub fn child_hwm_mib(pid: u32) -> f64 {
+    status_mib(&pid.to_string(), "VmHWM:").unwrap_or(0.0)
+}
+
+/// This example run again with `--operator`, as a child process so that its peak RSS is the
+/// operator's own: with the malloc setting the Deployment runs it with, and under
+/// `BENCH_OPERATOR_WRAPPER` (say `heaptrack`) when that is set.
+pub fn operator_command() -> std::io::Result<std::process::Command> {
+    let exe = std::env::current_exe()?;
+    let mut command = match std::env::var_os("BENCH_OPERATOR_WRAPPER") {
+        Some(wrapper) => {
+            let mut c = std::process::Command::new(wrapper);
+            c.arg(&exe);
+            c
+        }
+        None => std::process::Command::new(&exe),
+    };
+    let (arena_var, arena_max) = clusterstack::cli::MALLOC_ARENA_MAX;
+    command.arg("--operator").env(arena_var, arena_max);
+    Ok(command)
 }
 
 /// Resets the peak-RSS high-water mark, so that a later reading covers only

@@ -246,22 +246,25 @@ impl Context {
     }
 
     async fn read_token(&self, namespace: &str, name: &str, key: &str) -> Result<String, SourceError> {
+        let what = format!("Secret {namespace}/{name} key {key:?} (spec.source.github.tokenSecretRef)");
+        let secret = self.read_secret(namespace, name, &what).await?;
+        secret_text(&secret, key).ok_or_else(|| SourceError::Other(format!("{what} is missing or empty")))
+    }
+
+    /// Reads a Secret a source names; `what` says which, in errors.
+    async fn read_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+    ) -> Result<k8s_openapi::api::core::v1::Secret, SourceError> {
         let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
             kube::Api::namespaced(self.client.clone(), namespace);
-        let what = format!("Secret {namespace}/{name} key {key:?} (spec.source.github.tokenSecretRef)");
-        let secret = secrets
+        secrets
             .get_opt(name)
             .await
             .map_err(|e| SourceError::Other(format!("cannot read {what}: {e}")))?
-            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))?;
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| SourceError::Other(format!("{what} is missing or empty")))
+            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))
     }
 
     /// Opens an OCI source with the credentials of a Secret: `username` and `password`, or
@@ -273,23 +276,9 @@ impl Context {
         name: &str,
         namespace: &str,
     ) -> Result<AnySource, SourceError> {
-        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-            kube::Api::namespaced(self.client.clone(), namespace);
         let what = format!("Secret {namespace}/{name} (spec.source.oci.credentialsSecretRef)");
-        let secret = secrets
-            .get_opt(name)
-            .await
-            .map_err(|e| SourceError::Other(format!("cannot read {what}: {e}")))?
-            .ok_or_else(|| SourceError::Other(format!("{what} does not exist")))?;
-        let value = |key: &str| {
-            secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .and_then(|v| String::from_utf8(v.0.clone()).ok())
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-        };
+        let secret = self.read_secret(namespace, name, &what).await?;
+        let value = |key: &str| secret_text(&secret, key);
         let mut options = crate::source::oci::OciOptions::from_env(host, |k| std::env::var(k).ok());
         options.registry.credentials.remove(host);
         options.registry.access_tokens.remove(host);
@@ -397,4 +386,11 @@ impl Context {
             tracing::warn!(error = %e, reason, "could not publish an Event");
         }
     }
+}
+
+/// A Secret's value under `key` as trimmed text; `None` when missing, not UTF-8 or empty.
+fn secret_text(secret: &k8s_openapi::api::core::v1::Secret, key: &str) -> Option<String> {
+    let bytes = secret.data.as_ref()?.get(key)?;
+    let text = std::str::from_utf8(&bytes.0).ok()?.trim();
+    (!text.is_empty()).then(|| text.to_string())
 }

@@ -425,25 +425,31 @@ fn rewrite_charts(mut files: BTreeMap<String, Vec<u8>>, version: &StackVersion) 
         if name != render::CHART_FILE && !name.ends_with(&format!("/{}", render::CHART_FILE)) {
             continue;
         }
-        let text = String::from_utf8_lossy(bytes);
-        let mut found = false;
-        let mut out: Vec<String> = text
-            .lines()
-            .map(|line| {
-                if line.starts_with("version:") {
-                    found = true;
-                    format!("version: {version}")
-                } else {
-                    line.to_string()
-                }
-            })
-            .collect();
-        if !found {
-            out.push(format!("version: {version}"));
-        }
-        *bytes = (out.join("\n") + "\n").into_bytes();
+        set_version_line(bytes, version);
     }
     files
+}
+
+/// Replaces the top-level `version:` line of one `Chart.yaml` (appends one when there is none),
+/// keeping every other line, comments included.
+pub(crate) fn set_version_line(bytes: &mut Vec<u8>, version: &StackVersion) {
+    let text = String::from_utf8_lossy(bytes);
+    let mut found = false;
+    let mut out: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if line.starts_with("version:") {
+                found = true;
+                format!("version: {version}")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    if !found {
+        out.push(format!("version: {version}"));
+    }
+    *bytes = (out.join("\n") + "\n").into_bytes();
 }
 
 /// A reproducible `.tgz` of `files` under `prefix`: sorted entries with their

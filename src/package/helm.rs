@@ -86,23 +86,7 @@ pub fn chart_name(files: &BTreeMap<String, Vec<u8>>, dir: &str) -> Result<String
 /// comments), as csctl does; subcharts keep theirs.
 pub fn set_chart_version(mut files: BTreeMap<String, Vec<u8>>, version: &StackVersion) -> BTreeMap<String, Vec<u8>> {
     if let Some(bytes) = files.get_mut(CHART_FILE) {
-        let text = String::from_utf8_lossy(bytes);
-        let mut found = false;
-        let mut out: Vec<String> = text
-            .lines()
-            .map(|line| {
-                if line.starts_with("version:") {
-                    found = true;
-                    format!("version: {version}")
-                } else {
-                    line.to_string()
-                }
-            })
-            .collect();
-        if !found {
-            out.push(format!("version: {version}"));
-        }
-        *bytes = (out.join("\n") + "\n").into_bytes();
+        super::build::set_version_line(bytes, version);
     }
     files
 }

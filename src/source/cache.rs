@@ -716,7 +716,8 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CacheError> {
     file.write_all(&json).and_then(|()| file.sync_all()).map_err(|e| CacheError::io("cannot write", &path, e))
 }
 
-fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+/// Size and sha256 (hex) of a file, read in chunks.
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];

@@ -612,11 +612,12 @@ pub async fn publish(
     for name in names {
         let path = dir.join(&name);
         let hashed = path.clone();
-        let (digest, size) = tokio::task::spawn_blocking(move || file_digest(&hashed))
+        let (size, digest) = tokio::task::spawn_blocking(move || super::cache::hash_file(&hashed))
             .await
             .map_err(|e| SourceError::Other(format!("{what}: hashing {name}: {e}")))?
             .map_err(|e| SourceError::io("reading", &path, e))?;
         progress.start(&name, Some(size));
+        let digest = format!("sha256:{digest}");
         push_blob(client, &target, base, repository, &digest, BlobBody::File { path, size }).await?;
         progress.advance(size);
         progress.finish(&name);
@@ -651,23 +652,6 @@ pub async fn publish(
         return Err(unexpected_status(&what, &url, resp.status()));
     }
     Ok(digest)
-}
-
-/// The sha256 digest (`sha256:…`) and size of a file, read in chunks.
-fn file_digest(path: &Path) -> std::io::Result<(String, u64)> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok((format!("sha256:{}", hex(&hasher.finalize())), size));
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
 }
 
 /// What a blob upload sends.

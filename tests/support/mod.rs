@@ -9,3 +9,4 @@ pub mod apiserver;
 #[allow(unused_imports)]
 pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
 pub mod fixtures;
+pub mod operator;
