@@ -117,6 +117,51 @@ pub struct ReleaseMemo {
     pub valid_for: Duration,
 }
 
+/// Taken when a pass begins: its memo is stored only if nothing invalidated the release since
+/// (a change seen by a watch while the pass runs must not be hidden by the memo it ends with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoTicket(u64);
+
+/// Per release: the memo of its last good pass and how often it was invalidated.
+#[derive(Debug, Default)]
+struct MemoSlot {
+    memo: Option<ReleaseMemo>,
+    invalidations: u64,
+}
+
+/// The release controller's memos, by release key.
+#[derive(Debug, Default)]
+pub struct Memos(Mutex<HashMap<String, MemoSlot>>);
+
+impl Memos {
+    /// The memo of the release's last good pass, and the ticket a new pass stores its own with.
+    pub fn get(&self, key: &str) -> (Option<ReleaseMemo>, MemoTicket) {
+        lock(&self.0).get(key).map_or((None, MemoTicket(0)), |slot| (slot.memo.clone(), MemoTicket(slot.invalidations)))
+    }
+
+    /// Stores the memo of a good pass, unless the release was invalidated since `ticket`.
+    pub fn remember(&self, key: &str, ticket: MemoTicket, memo: ReleaseMemo) {
+        let mut memos = lock(&self.0);
+        let slot = memos.entry(key.to_string()).or_default();
+        if slot.invalidations == ticket.0 {
+            slot.memo = Some(memo);
+        }
+    }
+
+    /// The next pass over the release does the whole work (and a pass in flight stores no memo).
+    pub fn forget(&self, key: &str) {
+        let mut memos = lock(&self.0);
+        let slot = memos.entry(key.to_string()).or_default();
+        slot.memo = None;
+        slot.invalidations += 1;
+    }
+
+    /// The release is gone: nothing to remember.
+    pub fn remove(&self, key: &str) {
+        lock(&self.0).remove(key);
+    }
+}
+
 /// Shared by both controllers.
 pub struct Context {
     pub client: Client,
@@ -135,7 +180,8 @@ pub struct Context {
     listings: Mutex<HashMap<String, SourceListing>>,
     polls: Mutex<HashMap<String, StackPoll>>,
     downloads: Mutex<HashMap<String, DownloadState>>,
-    memos: Mutex<HashMap<String, ReleaseMemo>>,
+    /// What the last good pass over each release was, to skip triggers that change nothing.
+    pub memos: Memos,
     /// GitHub clients of `tokenSecretRef` tokens, by token.
     token_clients: Mutex<HashMap<String, GitHubClient>>,
     /// Bounds the downloads running at once.
@@ -188,7 +234,7 @@ impl Context {
             listings: Mutex::default(),
             polls: Mutex::default(),
             downloads: Mutex::default(),
-            memos: Mutex::default(),
+            memos: Memos::default(),
             token_clients: Mutex::default(),
             download_slots: Arc::new(Semaphore::new(usize::from(settings.concurrency.max(1)))),
             settings,
@@ -354,18 +400,6 @@ impl Context {
         lock(&self.downloads).remove(key);
     }
 
-    pub fn memo(&self, key: &str) -> Option<ReleaseMemo> {
-        lock(&self.memos).get(key).cloned()
-    }
-
-    pub fn set_memo(&self, key: &str, memo: Option<ReleaseMemo>) {
-        let mut memos = lock(&self.memos);
-        match memo {
-            Some(m) => memos.insert(key.to_string(), m),
-            None => memos.remove(key),
-        };
-    }
-
     /// Publishes a Kubernetes Event; a failure is logged, never fatal (events are best effort).
     pub async fn event(
         &self,
@@ -393,4 +427,49 @@ fn secret_text(secret: &k8s_openapi::api::core::v1::Secret, key: &str) -> Option
     let bytes = secret.data.as_ref()?.get(key)?;
     let text = std::str::from_utf8(&bytes.0).ok()?.trim();
     (!text.is_empty()).then(|| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memo() -> ReleaseMemo {
+        ReleaseMemo { generation: Some(1), applied_at: Timestamp::UNIX_EPOCH, valid_for: Duration::from_secs(600) }
+    }
+
+    #[test]
+    fn a_pass_remembers_what_it_did() {
+        let memos = Memos::default();
+        let (none, ticket) = memos.get("ns/r");
+        assert_eq!(none, None);
+        memos.remember("ns/r", ticket, memo());
+        assert_eq!(memos.get("ns/r").0, Some(memo()));
+        memos.forget("ns/r");
+        assert_eq!(memos.get("ns/r").0, None);
+    }
+
+    #[test]
+    fn a_change_seen_during_a_pass_is_not_hidden_by_its_memo() {
+        let memos = Memos::default();
+        let (_, ticket) = memos.get("ns/r");
+        // A watch sees a hand edit while the pass is still applying.
+        memos.forget("ns/r");
+        memos.remember("ns/r", ticket, memo());
+        assert_eq!(memos.get("ns/r").0, None, "the triggered pass must do the whole work");
+        // The pass after it starts with a fresh ticket and may remember again.
+        let (_, ticket) = memos.get("ns/r");
+        memos.remember("ns/r", ticket, memo());
+        assert_eq!(memos.get("ns/r").0, Some(memo()));
+    }
+
+    #[test]
+    fn memos_are_per_release() {
+        let memos = Memos::default();
+        let (_, ticket) = memos.get("ns/a");
+        memos.forget("ns/b");
+        memos.remember("ns/a", ticket, memo());
+        assert_eq!(memos.get("ns/a").0, Some(memo()));
+        memos.remove("ns/a");
+        assert_eq!(memos.get("ns/a").0, None);
+    }
 }

@@ -53,7 +53,7 @@ pub fn error_policy(release: Arc<ClusterStackRelease>, error: &ReconcileError, c
     let key = key_of(release.as_ref());
     ctx.metrics.failed(CONTROLLER, error.reason());
     // A failed pass may have left the object half-done: do not skip the next trigger.
-    ctx.set_memo(&key, None);
+    ctx.memos.forget(&key);
     let delay = ctx.release_backoff.failure(&key);
     tracing::warn!(release = %key, error = %error, retry_in = ?delay, "ClusterStackRelease reconcile failed");
     Action::requeue(delay)
@@ -116,7 +116,8 @@ async fn reconcile_inner(
     // Our own status writes trigger us again; a pass with nothing new (same generation, ready,
     // re-applied recently) does nothing until the drift-correction re-apply is due.
     let now = Timestamp::now();
-    if let Some(memo) = ctx.memo(key)
+    let (memo, ticket) = ctx.memos.get(key);
+    if let Some(memo) = memo
         && memo.generation == generation
         && release.status.as_ref().is_some_and(|s| s.ready)
     {
@@ -183,7 +184,7 @@ async fn reconcile_inner(
     if !gate.passed() {
         let step = ReleaseStep::ProviderWork { message: gate.message.clone() };
         write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
-        ctx.set_memo(key, None);
+        ctx.memos.forget(key);
         return Ok(gate.requeue_after.map_or_else(Action::await_change, Action::requeue));
     }
 
@@ -240,11 +241,11 @@ async fn reconcile_inner(
     if all_synced && status.ready {
         let next = jittered(ctx.settings.resync_interval, 0.1, &ctx.random);
         let next = gate.requeue_after.map_or(next, |g| g.min(next));
-        ctx.set_memo(key, Some(ReleaseMemo { generation, applied_at: now, valid_for: next }));
+        ctx.memos.remember(key, ticket, ReleaseMemo { generation, applied_at: now, valid_for: next });
         Ok(Action::requeue(next))
     } else {
         ctx.metrics.failed(CONTROLLER, reason::APPLY_FAILED);
-        ctx.set_memo(key, None);
+        ctx.memos.forget(key);
         Ok(Action::requeue(ctx.release_backoff.failure(key)))
     }
 }
@@ -422,7 +423,7 @@ async fn delete(
     }
     tracing::info!(release = %key, deleted = report.deleted.len(), "deleted the release's objects and removed the finalizer");
     ctx.metrics.forget_release(&ns, &tag);
-    ctx.set_memo(key, None);
+    ctx.memos.remove(key);
     ctx.clear_download(key);
     Ok(Action::await_change())
 }

@@ -429,7 +429,7 @@ fn object_changed(
         kind = %gvk.kind, object = %format!("{namespace}/{name}"), release = %format!("{release_ns}/{tag}"), deleted,
         "an object of a release changed outside the operator: re-applying"
     );
-    ctx.set_memo(&format!("{release_ns}/{tag}"), None);
+    ctx.memos.forget(&format!("{release_ns}/{tag}"));
     ctx.watches.trigger_release(release_ns, tag);
 }
 
