@@ -12,7 +12,6 @@ use clusterstack::controller::addon::{self, AddonContext, AddonSettings, reason}
 use clusterstack::controller::context::{Context, Settings};
 use clusterstack::controller::metrics::Metrics;
 use clusterstack::source::SourceSpec;
-use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use support::fixtures::{capi_crds, load_yaml};
 use support::{ApiServer, RequestMatch};
@@ -68,7 +67,7 @@ fn put_cluster(mgmt: &ApiServer, name: &str, class: &str, initialized: bool) -> 
     mgmt.put_object(cluster)
 }
 
-fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<DynamicObject> {
+fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<clusterstack::controller::clusters::CapiCluster> {
     let v = mgmt.get_object(CLUSTER, "Cluster", Some(NS), name).expect("cluster");
     Arc::new(serde_json::from_value(v).unwrap())
 }

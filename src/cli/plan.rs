@@ -109,7 +109,7 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     if stacks.is_empty() {
         return Err(CliError::Usage(format!("{}: no ClusterStack object found", args.file.display())));
     }
-    let clusters: Vec<DynamicObject> = match &args.clusters {
+    let clusters: Vec<crate::controller::clusters::CapiCluster> = match &args.clusters {
         Some(path) => read_objects(path, "Cluster")?,
         None => Vec::new(),
     };

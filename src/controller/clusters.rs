@@ -1,24 +1,191 @@
 //! Which cluster-stack ClusterClasses the CAPI Clusters use.
 //!
-//! Clusters are read as dynamic objects so that no CAPI types (and no CAPI
-//! version) are compiled in: `cluster.x-k8s.io/v1beta1` names the class in
-//! `spec.topology.class` (+ `spec.topology.classNamespace`), `v1beta2` in
-//! `spec.topology.classRef.{name,namespace}`. Class names are compared as
-//! parsed [`ReleaseId`]s, never as raw strings, so the dot and dash forms of a
-//! non-stable version are the same release.
+//! Clusters are read through [`CapiCluster`], a view with only the fields the operator decides
+//! on (the class, whether the control plane is initialised, metadata), so that no CAPI types are
+//! compiled in and thousands of Clusters in a watch store cost a few hundred bytes each;
+//! templates see the whole object, read when rendering. `cluster.x-k8s.io/v1beta1` names the
+//! class in `spec.topology.class` (+ `spec.topology.classNamespace`), `v1beta2` in
+//! `spec.topology.classRef.{name,namespace}`. Class names are compared as parsed [`ReleaseId`]s,
+//! never as raw strings, so the dot and dash forms of a non-stable version are the same release.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 
-use kube::api::DynamicObject;
-use serde_json::Value;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, GroupVersionKind};
+use serde::{Deserialize, Deserializer};
 
 use crate::release::ReleaseId;
 
 /// The CAPI API group of `Cluster`.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
-/// The Cluster API versions read, newest first; each is used where served.
-pub const CAPI_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+
+/// A Cluster API version the operator reads Clusters in. It is the dynamic type of
+/// [`CapiCluster`]: one byte in every store key and queue entry, where an `ApiResource` would
+/// put five strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CapiVersion {
+    #[default]
+    V1beta2,
+    V1beta1,
+}
+
+impl CapiVersion {
+    /// Newest first; each is used where served.
+    pub const ALL: [CapiVersion; 2] = [CapiVersion::V1beta2, CapiVersion::V1beta1];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapiVersion::V1beta2 => "v1beta2",
+            CapiVersion::V1beta1 => "v1beta1",
+        }
+    }
+
+    /// The `Cluster` kind in this version.
+    pub fn gvk(self) -> GroupVersionKind {
+        GroupVersionKind::gvk(CAPI_GROUP, self.as_str(), "Cluster")
+    }
+
+    /// The `clusters` resource in this version, for dynamic reads of the whole object.
+    pub fn resource(self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(&self.gvk(), "clusters")
+    }
+}
+
+/// A CAPI `Cluster`, trimmed to what the operator decides on; unknown fields are dropped when
+/// it is read.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CapiCluster {
+    /// From `apiVersion`: `cluster.x-k8s.io/v1beta1` reads as v1beta1, anything else as v1beta2.
+    #[serde(default, rename = "apiVersion", deserialize_with = "version_from_api_version")]
+    pub version: CapiVersion,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: CapiClusterSpec,
+    #[serde(default)]
+    pub status: CapiClusterStatus,
+}
+
+fn version_from_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<CapiVersion, D::Error> {
+    let api_version = String::deserialize(d)?;
+    Ok(if api_version == format!("{CAPI_GROUP}/v1beta1") { CapiVersion::V1beta1 } else { CapiVersion::V1beta2 })
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CapiClusterSpec {
+    #[serde(default)]
+    pub topology: Option<Topology>,
+}
+
+/// `spec.topology`: v1beta1 `class`/`classNamespace`, v1beta2 `classRef`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Topology {
+    #[serde(default)]
+    pub class: Option<String>,
+    #[serde(default)]
+    pub class_namespace: Option<String>,
+    #[serde(default)]
+    pub class_ref: Option<ClassRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ClassRef {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// What the operator reads of `status`: whether the control plane is initialised (v1beta2
+/// `initialization.controlPlaneInitialized`, v1beta1 `controlPlaneReady` or the
+/// `ControlPlaneInitialized` condition).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "RawStatus")]
+pub struct CapiClusterStatus {
+    pub control_plane_initialized: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawStatus {
+    #[serde(default)]
+    initialization: Option<RawInitialization>,
+    #[serde(default)]
+    control_plane_ready: Option<bool>,
+    #[serde(default)]
+    conditions: Option<Vec<RawCondition>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawInitialization {
+    #[serde(default)]
+    control_plane_initialized: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct RawCondition {
+    #[serde(default, rename = "type")]
+    type_: String,
+    #[serde(default)]
+    status: String,
+}
+
+impl From<RawStatus> for CapiClusterStatus {
+    fn from(raw: RawStatus) -> Self {
+        let initialized = raw.initialization.and_then(|i| i.control_plane_initialized) == Some(true)
+            || raw.control_plane_ready == Some(true)
+            || raw
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "ControlPlaneInitialized" && c.status == "True");
+        CapiClusterStatus { control_plane_initialized: initialized }
+    }
+}
+
+impl kube::Resource for CapiCluster {
+    type DynamicType = CapiVersion;
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &CapiVersion) -> Cow<'_, str> {
+        Cow::Borrowed("Cluster")
+    }
+    fn group(_: &CapiVersion) -> Cow<'_, str> {
+        Cow::Borrowed(CAPI_GROUP)
+    }
+    fn version(version: &CapiVersion) -> Cow<'_, str> {
+        Cow::Borrowed(version.as_str())
+    }
+    fn plural(_: &CapiVersion) -> Cow<'_, str> {
+        Cow::Borrowed("clusters")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl CapiCluster {
+    /// The Cluster's key.
+    pub fn key(&self) -> ClusterKey {
+        ClusterKey {
+            namespace: self.metadata.namespace.clone().unwrap_or_default(),
+            name: self.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// `cluster.x-k8s.io/<version>`.
+    pub fn api_version(&self) -> String {
+        format!("{CAPI_GROUP}/{}", self.version.as_str())
+    }
+}
 
 /// A CAPI Cluster, by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,20 +213,22 @@ pub struct ClassUsage {
 
 /// The class usage of one Cluster, or `None` when it has no managed topology,
 /// names no class, or its class is not a cluster stack.
-pub fn class_usage(cluster: &DynamicObject) -> Option<ClassUsage> {
+pub fn class_usage(cluster: &CapiCluster) -> Option<ClassUsage> {
     let name = cluster.metadata.name.clone()?;
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-    let topology = cluster.data.get("spec")?.get("topology")?;
-    let str_at = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+    let topology = cluster.spec.topology.as_ref()?;
+    fn set(s: &Option<String>) -> Option<&str> {
+        s.as_deref().filter(|s| !s.is_empty())
+    }
     // v1beta2 first; a v1beta1 object has no classRef.
-    let (class, class_namespace) = match topology.get("classRef") {
-        Some(class_ref) => (str_at(class_ref, "name")?, str_at(class_ref, "namespace")),
-        None => (str_at(topology, "class")?, str_at(topology, "classNamespace")),
+    let (class, class_namespace) = match &topology.class_ref {
+        Some(class_ref) => (set(&class_ref.name)?, set(&class_ref.namespace)),
+        None => (set(&topology.class)?, set(&topology.class_namespace)),
     };
-    let id = ReleaseId::from_class_name(&class).or_else(|_| ReleaseId::from_tag(&class)).ok()?;
+    let id = ReleaseId::from_class_name(class).or_else(|_| ReleaseId::from_tag(class)).ok()?;
     Some(ClassUsage {
         class: id,
-        class_namespace: class_namespace.unwrap_or_else(|| namespace.clone()),
+        class_namespace: class_namespace.map_or_else(|| namespace.clone(), str::to_owned),
         cluster: ClusterKey { namespace, name },
     })
 }
@@ -67,7 +236,7 @@ pub fn class_usage(cluster: &DynamicObject) -> Option<ClassUsage> {
 /// The class usages of many Clusters (any namespace, any served version);
 /// Clusters not using a cluster-stack class are skipped. The same Cluster read
 /// through two API versions counts once.
-pub fn class_usages<'a>(clusters: impl IntoIterator<Item = &'a DynamicObject>) -> Vec<ClassUsage> {
+pub fn class_usages<'a>(clusters: impl IntoIterator<Item = &'a CapiCluster>) -> Vec<ClassUsage> {
     let mut seen = BTreeSet::new();
     clusters.into_iter().filter_map(class_usage).filter(|u| seen.insert(u.cluster.clone())).collect()
 }
@@ -85,13 +254,13 @@ pub fn clusters_using(usages: &[ClassUsage], release: &ReleaseId, namespace: &st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn cluster(value: Value) -> DynamicObject {
+    fn cluster(value: Value) -> CapiCluster {
         serde_json::from_value(value).unwrap()
     }
 
-    fn v1beta1(ns: &str, name: &str, class: &str, class_ns: Option<&str>) -> DynamicObject {
+    fn v1beta1(ns: &str, name: &str, class: &str, class_ns: Option<&str>) -> CapiCluster {
         let mut topology = json!({"class": class, "version": "v1.27.3"});
         if let Some(cns) = class_ns {
             topology["classNamespace"] = json!(cns);
@@ -103,7 +272,7 @@ mod tests {
         }))
     }
 
-    fn v1beta2(ns: &str, name: &str, class: &str, class_ns: Option<&str>) -> DynamicObject {
+    fn v1beta2(ns: &str, name: &str, class: &str, class_ns: Option<&str>) -> CapiCluster {
         let mut class_ref = json!({"name": class});
         if let Some(cns) = class_ns {
             class_ref["namespace"] = json!(cns);
@@ -188,5 +357,66 @@ mod tests {
         let clusters =
             [v1beta1("a", "c1", "docker-ferrol-1-27-v2", None), v1beta2("a", "c1", "docker-ferrol-1-27-v2", None)];
         assert_eq!(class_usages(&clusters).len(), 1);
+    }
+
+    #[test]
+    fn the_version_comes_from_api_version() {
+        assert_eq!(v1beta1("a", "c", "x", None).version, CapiVersion::V1beta1);
+        assert_eq!(v1beta2("a", "c", "x", None).version, CapiVersion::V1beta2);
+        assert_eq!(cluster(json!({"metadata": {"name": "c"}})).version, CapiVersion::V1beta2);
+        assert_eq!(v1beta1("a", "c", "x", None).api_version(), "cluster.x-k8s.io/v1beta1");
+        assert_eq!(
+            <CapiCluster as kube::Resource>::url_path(&CapiVersion::V1beta1, Some("team-a")),
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/team-a/clusters"
+        );
+        assert_eq!(CapiVersion::V1beta2.resource().api_version, "cluster.x-k8s.io/v1beta2");
+    }
+
+    #[test]
+    fn control_plane_initialised_in_each_version() {
+        let with_status = |status: Value| {
+            cluster(json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+                "metadata": {"name": "c", "namespace": "a"}, "status": status}))
+            .status
+            .control_plane_initialized
+        };
+        assert!(with_status(json!({"initialization": {"controlPlaneInitialized": true}})));
+        assert!(with_status(json!({"controlPlaneReady": true})));
+        assert!(with_status(json!({"conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "ControlPlaneInitialized", "status": "True", "reason": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]})));
+        assert!(!with_status(json!({"conditions": [
+            {"type": "ControlPlaneInitialized", "status": "False"}, {"type": "Ready", "status": "True"}
+        ]})));
+        assert!(!with_status(
+            json!({"initialization": {"controlPlaneInitialized": false}, "controlPlaneReady": false})
+        ));
+        assert!(!with_status(json!({})));
+        assert!(!v1beta1("a", "c", "x", None).status.control_plane_initialized);
+    }
+
+    #[test]
+    fn a_full_cluster_reads_into_the_view() {
+        // What CAPI serves: far more than the view keeps; nothing of it may break the read.
+        let c = cluster(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "c1", "namespace": "team-a", "uid": "u-1", "labels": {"env": "prod"},
+                         "annotations": {"clusterstack.x-k8s.io/skip-addon-upgrade-hold": "true"}},
+            "spec": {
+                "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
+                "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "c1"},
+                "topology": {"classRef": {"name": "docker-ferrol-1-27-v3", "namespace": "stacks"}, "version": "v1.27.5",
+                             "variables": [{"name": "workerCount", "value": 3}],
+                             "workers": {"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 1}]}}
+            },
+            "status": {"phase": "Provisioned", "initialization": {"controlPlaneInitialized": true, "infrastructureProvisioned": true},
+                       "conditions": [{"type": "Available", "status": "True"}]}
+        }));
+        assert_eq!(c.key(), ClusterKey { namespace: "team-a".into(), name: "c1".into() });
+        assert_eq!(c.metadata.uid.as_deref(), Some("u-1"));
+        assert!(c.status.control_plane_initialized);
+        let u = class_usage(&c).unwrap();
+        assert_eq!((u.class, u.class_namespace.as_str()), (id("docker-ferrol-1-27-v3"), "stacks"));
     }
 }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
@@ -17,7 +16,7 @@ use crate::apply::FIELD_MANAGER;
 use crate::source::{ReleaseSource, SourceSpec};
 
 use super::backoff::{jittered, poll_interval};
-use super::clusters::{CAPI_GROUP, CAPI_VERSIONS, ClassUsage, class_usages};
+
 use super::context::{Context, StackPoll};
 use super::keep::{self, ExistingRelease};
 use super::objects::{LastPoll, STACK_LABEL, controlled_by, release_for};
@@ -34,23 +33,6 @@ pub fn key_of<K: Resource>(obj: &K) -> String {
         obj.meta().namespace.as_deref().unwrap_or_default(),
         obj.meta().name.as_deref().unwrap_or_default()
     )
-}
-
-/// Reads the class usages of every CAPI Cluster in every namespace, from the newest served
-/// version; no Cluster API installed means no usages. Any other failure is an error: without the
-/// usages a plan could delete a release in use.
-pub async fn read_usages(client: &kube::Client) -> Result<Vec<ClassUsage>, kube::Error> {
-    for version in CAPI_VERSIONS {
-        let gvk = GroupVersionKind::gvk(CAPI_GROUP, version, "Cluster");
-        let ar = ApiResource::from_gvk_with_plural(&gvk, "clusters");
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        match api.list(&ListParams::default()).await {
-            Ok(list) => return Ok(class_usages(list.items.iter())),
-            Err(e) if is_not_found(&e) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Vec::new())
 }
 
 /// The source a stack follows: `spec.source`, else the operator's default.

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{ClusterStack, ClusterStackRelease};
 use crate::apply::{RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
 
-use super::clusters::{CAPI_GROUP, CAPI_VERSIONS, ClassUsage, ClusterKey, class_usage};
+use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
 use super::context::Context;
 use super::objects::STACK_LABEL;
 
@@ -212,9 +212,11 @@ impl Watches {
         self.trigger_stacks_in(&usage.class_namespace);
     }
 
-    fn apply_cluster(&self, obj: &DynamicObject) {
-        let key = ClusterKey { namespace: obj.namespace().unwrap_or_default(), name: obj.name_any() };
-        let new = class_usage(obj);
+    fn apply_cluster(&self, obj: &CapiCluster) {
+        self.set_usage(obj.key(), class_usage(obj));
+    }
+
+    fn set_usage(&self, key: ClusterKey, new: Option<ClassUsage>) {
         let old = {
             let mut idx = lock(&self.clusters);
             match &new {
@@ -229,9 +231,8 @@ impl Watches {
         }
     }
 
-    fn delete_cluster(&self, obj: &DynamicObject) {
-        let key = ClusterKey { namespace: obj.namespace().unwrap_or_default(), name: obj.name_any() };
-        let old = lock(&self.clusters).usages.remove(&key);
+    fn delete_cluster(&self, obj: &CapiCluster) {
+        let old = lock(&self.clusters).usages.remove(&obj.key());
         if let Some(u) = old {
             self.usage_changed(&u);
         }
@@ -248,25 +249,25 @@ impl Watches {
 pub fn start_clusters(ctx: &Arc<Context>) {
     let ctx = ctx.clone();
     tokio::spawn(async move {
-        let mut resource = None;
-        for version in CAPI_VERSIONS {
-            let gvk = GroupVersionKind::gvk(CAPI_GROUP, version, "Cluster");
-            match ctx.applier.discovery().resolve(&gvk).await {
-                Ok(Some(r)) => {
-                    resource = Some(r.resource);
+        let mut served = None;
+        for version in CapiVersion::ALL {
+            match ctx.applier.discovery().resolve(&version.gvk()).await {
+                Ok(Some(_)) => {
+                    served = Some(version);
                     break;
                 }
                 Ok(None) => continue,
                 Err(e) => tracing::warn!(error = %e, "discovering CAPI Clusters failed"),
             }
         }
-        let Some(resource) = resource else {
+        let Some(version) = served else {
             tracing::info!("Cluster API is not installed: no Cluster uses any release");
             ctx.watches.mark_clusters_synced();
             return;
         };
-        let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
-        let mut fresh: Option<HashMap<ClusterKey, DynamicObject>> = None;
+        let api: Api<CapiCluster> = Api::all_with(ctx.client.clone(), &version);
+        // Only the usages of a re-list are kept until it is done, not the Clusters.
+        let mut fresh: Option<HashMap<ClusterKey, Option<ClassUsage>>> = None;
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         loop {
@@ -278,8 +279,7 @@ pub fn start_clusters(ctx: &Arc<Context>) {
                 Ok(Some(watcher::Event::Init)) => fresh = Some(HashMap::new()),
                 Ok(Some(watcher::Event::InitApply(obj))) => {
                     if let Some(f) = fresh.as_mut() {
-                        let key = ClusterKey { namespace: obj.namespace().unwrap_or_default(), name: obj.name_any() };
-                        f.insert(key, obj);
+                        f.insert(obj.key(), class_usage(&obj));
                     }
                 }
                 Ok(Some(watcher::Event::InitDone)) => {
@@ -295,8 +295,8 @@ pub fn start_clusters(ctx: &Arc<Context>) {
                             ctx.watches.usage_changed(&u);
                         }
                     }
-                    for obj in objects.values() {
-                        ctx.watches.apply_cluster(obj);
+                    for (key, usage) in objects {
+                        ctx.watches.set_usage(key, usage);
                     }
                     ctx.watches.mark_clusters_synced();
                 }

@@ -22,7 +22,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::routing::{get, post};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -128,7 +128,7 @@ async fn handle(
 
 /// The decision on one `BeforeClusterUpgrade` call: seconds to retry after (0: go ahead).
 async fn before_cluster_upgrade(state: &HookState, request: &Value) -> Result<i64, String> {
-    let cluster: DynamicObject =
+    let cluster: clusters::CapiCluster =
         serde_json::from_value(request["cluster"].clone()).map_err(|e| format!("the request's cluster: {e}"))?;
     let Some(usage) = clusters::class_usage(&cluster) else { return Ok(0) };
     let ns = usage.cluster.namespace.clone();

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::api::conditions::{self, FALSE, READY, TRUE};
@@ -38,7 +38,7 @@ use crate::source::cache::FetchedRelease;
 use crate::source::{FetchPolicy, ListedRelease, ReleaseSource};
 
 use super::backoff::Backoff;
-use super::clusters::{CAPI_GROUP, ClassUsage, ClusterKey, class_usage};
+use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
 use super::context::Context;
 use super::{ReconcileError, status_patch};
 use stages::{Action as StageAction, ClusterAddonConfig, Stage, WaitOutcome};
@@ -139,27 +139,8 @@ pub fn addon_owner(cluster: &ClusterKey) -> ReleaseOwner {
     ReleaseOwner::new(cluster_addon_name(&cluster.name), cluster.namespace.clone())
 }
 
-/// The Cluster API resource served for `version`.
-pub fn cluster_resource(version: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(CAPI_GROUP, version, "Cluster"), "clusters")
-}
-
-/// Whether the Cluster's control plane is initialised (v1beta1 `ControlPlaneInitialized`
-/// condition or `status.controlPlaneReady`; v1beta2 `status.initialization.controlPlaneInitialized`).
-pub fn control_plane_initialized(cluster: &Value) -> bool {
-    let status = &cluster["status"];
-    if status["initialization"]["controlPlaneInitialized"].as_bool() == Some(true)
-        || status["controlPlaneReady"].as_bool() == Some(true)
-    {
-        return true;
-    }
-    status["conditions"].as_array().is_some_and(|cs| {
-        cs.iter().any(|c| c["type"].as_str() == Some("ControlPlaneInitialized") && c["status"].as_str() == Some(TRUE))
-    })
-}
-
 /// One reconcile pass over a Cluster.
-pub async fn reconcile(cluster: Arc<DynamicObject>, actx: Arc<AddonContext>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, ReconcileError> {
     let started = std::time::Instant::now();
     let Some(usage) = class_usage(&cluster) else { return Ok(Action::await_change()) };
     let key = usage.cluster.to_string();
@@ -172,8 +153,8 @@ pub async fn reconcile(cluster: Arc<DynamicObject>, actx: Arc<AddonContext>) -> 
 }
 
 /// The error policy: back off per Cluster.
-pub fn error_policy(cluster: Arc<DynamicObject>, error: &ReconcileError, actx: Arc<AddonContext>) -> Action {
-    let key = class_usage(&cluster).map(|u| u.cluster.to_string()).unwrap_or_else(|| cluster.name_any());
+pub fn error_policy(cluster: Arc<CapiCluster>, error: &ReconcileError, actx: Arc<AddonContext>) -> Action {
+    let key = cluster.key().to_string();
     actx.ctx.metrics.failed(CONTROLLER, error.reason());
     let delay = actx.backoff.failure(&key);
     tracing::warn!(cluster = %key, error = %error, retry_in = ?delay, "ClusterAddon reconcile failed");
@@ -181,14 +162,14 @@ pub fn error_policy(cluster: Arc<DynamicObject>, error: &ReconcileError, actx: A
 }
 
 /// Creates the ClusterAddon of a Cluster when it is missing, owned by the Cluster.
-pub async fn ensure_cluster_addon(client: &kube::Client, cluster: &DynamicObject) -> Result<ClusterAddon, kube::Error> {
+pub async fn ensure_cluster_addon(client: &kube::Client, cluster: &CapiCluster) -> Result<ClusterAddon, kube::Error> {
     let ns = cluster.namespace().unwrap_or_default();
     let name = cluster_addon_name(&cluster.name_any());
     let api: Api<ClusterAddon> = Api::namespaced(client.clone(), &ns);
     if let Some(existing) = api.get_opt(&name).await? {
         return Ok(existing);
     }
-    let api_version = cluster.types.as_ref().map(|t| t.api_version.clone()).unwrap_or_default();
+    let api_version = cluster.api_version();
     let mut addon = ClusterAddon::new(
         &name,
         ClusterAddonSpec {
@@ -251,7 +232,7 @@ impl Pass<'_> {
 }
 
 async fn reconcile_cluster(
-    cluster: &DynamicObject,
+    cluster: &CapiCluster,
     usage: &ClassUsage,
     actx: &AddonContext,
 ) -> Result<Action, ReconcileError> {
@@ -259,9 +240,8 @@ async fn reconcile_cluster(
     let addon = ensure_cluster_addon(&ctx.client, cluster).await?;
     let status = addon.status.clone().unwrap_or_default();
     let mut pass = Pass { actx, usage, addon, status, now: Time(Timestamp::now()) };
-    let cluster_json = serde_json::to_value(cluster)?;
 
-    if !control_plane_initialized(&cluster_json) && pass.status.release.is_none() {
+    if !cluster.status.control_plane_initialized && pass.status.release.is_none() {
         pass.condition(false, reason::WAITING_FOR_CONTROL_PLANE, "the control plane is not initialised yet");
         pass.save().await?;
         // The Cluster's own watch brings the change of its status; polling thousands of
@@ -309,7 +289,11 @@ async fn reconcile_cluster(
     }
 
     // Render (CPU-bound, off the async workers); a broken template fails this Cluster only.
-    let objects = cluster_objects(ctx, cluster, cluster_json).await?;
+    // Templates see the whole Cluster: read now (the store keeps only the fields decided on).
+    let Some(objects) = cluster_objects(ctx, cluster).await? else {
+        // Deleted meanwhile: its watch event ends the story.
+        return Ok(Action::await_change());
+    };
     let values = match platform_values(ctx, &pass.addon, &usage.cluster.namespace).await {
         Ok(v) => v,
         Err(message) => {
@@ -709,13 +693,13 @@ pub fn render_bundle(
     Ok(RenderedRelease { charts, config })
 }
 
-/// The Cluster, its control plane and its infrastructure cluster, as templates see them.
-async fn cluster_objects(
-    ctx: &Context,
-    cluster: &DynamicObject,
-    cluster_json: Value,
-) -> Result<ClusterObjects, ReconcileError> {
+/// The Cluster, its control plane and its infrastructure cluster, as templates see them; `None`
+/// when the Cluster is gone.
+async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<ClusterObjects>, ReconcileError> {
     let ns = cluster.namespace().unwrap_or_default();
+    let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
+    let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
+    let cluster_json = serde_json::to_value(full)?;
     let mut out = ClusterObjects { cluster: cluster_json.clone(), ..Default::default() };
     for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
         let r = &cluster_json["spec"][field];
@@ -736,7 +720,7 @@ async fn cluster_objects(
             *slot = serde_json::to_value(obj)?;
         }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 async fn preferred(ctx: &Context, group: &str, kind: &str) -> Option<GroupVersionKind> {
@@ -821,22 +805,21 @@ async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<Fet
 pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) -> Result<(), kube::Error> {
     use futures::StreamExt;
     let client = actx.ctx.client.clone();
-    let mut resource = None;
-    for version in super::clusters::CAPI_VERSIONS {
-        let gvk = GroupVersionKind::gvk(CAPI_GROUP, version, "Cluster");
-        if actx.ctx.applier.discovery().resolve(&gvk).await?.is_some() {
-            resource = Some(cluster_resource(version));
+    let mut served = None;
+    for version in CapiVersion::ALL {
+        if actx.ctx.applier.discovery().resolve(&version.gvk()).await?.is_some() {
+            served = Some(version);
             break;
         }
     }
-    let Some(resource) = resource else {
+    let Some(version) = served else {
         tracing::info!("no Cluster API served: the ClusterAddon controller is idle");
         return Ok(());
     };
-    let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let clusters: Api<CapiCluster> = Api::all_with(client.clone(), &version);
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    // The store keeps slimmed Clusters (see `watch::slim`).
-    let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource.clone());
+    // The store keeps the trimmed view of each Cluster, slimmed further (see `watch::slim`).
+    let writer = kube::runtime::reflector::store::Writer::<CapiCluster>::new(version);
     let reader = writer.as_reader();
     let stream = kube::runtime::reflector(
         writer,
@@ -846,7 +829,7 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) -> Result
         ),
     );
     let stream = kube::runtime::WatchStreamExt::applied_objects(stream);
-    kube::runtime::Controller::for_stream_with(stream, reader, resource)
+    kube::runtime::Controller::for_stream_with(stream, reader, version)
         .with_config(config)
         .run(reconcile, error_policy, actx)
         .for_each(|_| async {})
@@ -859,11 +842,6 @@ impl ClusterAddon {
     pub fn cluster_key(&self) -> Option<ClusterKey> {
         Some(ClusterKey { namespace: self.namespace()?, name: self.spec.cluster_ref.name.clone()? })
     }
-}
-
-/// Whether the object's owner references name this Cluster.
-pub fn owned_by(addon: &ClusterAddon, cluster: &DynamicObject) -> bool {
-    addon.meta().owner_references.iter().flatten().any(|o| Some(&o.uid) == cluster.uid().as_ref())
 }
 
 /// Whether a Cluster's addons would be (re-)applied, and why: the decision of a pass, for
