@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::Semaphore;
 
 use crate::apply::Applier;
@@ -176,7 +175,7 @@ pub struct Context {
     pub random: RandomSource,
     /// The node-image gate between reading `metadata.yaml` and rendering.
     pub gate: Gate,
-    recorder: Recorder,
+    recorder: super::events::EventRecorder,
     listings: Mutex<HashMap<String, SourceListing>>,
     polls: Mutex<HashMap<String, StackPoll>>,
     downloads: Mutex<HashMap<String, DownloadState>>,
@@ -215,7 +214,8 @@ impl Context {
         let github = GitHubClient::new(settings.github.clone())?;
         let cache = ReleaseCache::new(&settings.cache_dir).map_err(|e| SourceError::Other(e.to_string()))?;
         let random = thread_random();
-        let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.into(), instance: None });
+        // In a pod the hostname is the pod's name: the reporting instance.
+        let recorder = super::events::EventRecorder::new(client.clone(), REPORTER, std::env::var("HOSTNAME").ok());
         let watches = Watches::new();
         let pollers = Pollers::new(watches.stack_notifier());
         Ok(Self {
@@ -409,14 +409,7 @@ impl Context {
         action: &str,
         note: String,
     ) {
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, reference).await {
+        if let Err(e) = self.recorder.publish(reference, warning, reason, action, note).await {
             tracing::warn!(error = %e, reason, "could not publish an Event");
         }
     }

@@ -6,7 +6,8 @@
 //! - [`backoff`]: per-object exponential backoff and jittered polling;
 //! - [`metrics`] and [`serve`]: the Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
 //! - [`objects`]: the ClusterStackRelease objects a stack owns, and when to poll;
-//! - [`config`]: the `clusterstack operator` settings.
+//! - [`config`]: the `clusterstack operator` settings;
+//! - [`events`]: Kubernetes Events, a repeated one counted on the first (series).
 //!
 //! The I/O around them: [`context`] (shared state), [`stack`] and [`release`] (the two
 //! reconcilers) and [`run`] (the whole operator process, as a library function).
@@ -20,6 +21,7 @@ pub mod clusters;
 
 pub mod config;
 pub mod context;
+pub mod events;
 pub mod keep;
 pub mod metrics;
 pub mod objects;

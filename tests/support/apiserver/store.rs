@@ -505,6 +505,10 @@ impl Store {
             },
         };
         m.insert("name".into(), json!(name));
+        if rt.group == "events.k8s.io" && rt.kind == "Event" {
+            validate_event(&obj)?;
+        }
+        let m = meta_mut(&mut obj);
         for f in SERVER_META {
             m.remove(f);
         }
@@ -995,4 +999,21 @@ impl Store {
             self.create(&rt, if rt.namespaced { Some(&ns) } else { None }, obj)
         }
     }
+}
+
+/// The real server's checks on a new `events.k8s.io/v1` Event (what a recorder gets wrong).
+fn validate_event(obj: &Value) -> Res<()> {
+    let invalid = |m: String| Err(ApiError::new(422, "Invalid", m));
+    for field in ["eventTime", "reportingController", "reportingInstance", "action", "reason"] {
+        if obj.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+            return invalid(format!("{field}: Required value"));
+        }
+    }
+    if obj.get("note").and_then(Value::as_str).is_some_and(|n| n.len() > 1024) {
+        return invalid("note: Too long: may not be more than 1024 bytes".into());
+    }
+    if !matches!(obj.get("type").and_then(Value::as_str), Some("Normal" | "Warning")) {
+        return invalid("type: Invalid value: has invalid value".into());
+    }
+    Ok(())
 }
