@@ -825,7 +825,11 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) -> Result
         writer,
         kube::runtime::WatchStreamExt::modify(
             kube::runtime::watcher(clusters, kube::runtime::watcher::Config::default()),
-            super::watch::slim,
+            move |c: &mut CapiCluster| {
+                super::watch::slim(c);
+                // The version watched, whatever an item says (list items may omit `apiVersion`).
+                c.version = version;
+            },
         ),
     );
     let stream = kube::runtime::WatchStreamExt::applied_objects(stream);
