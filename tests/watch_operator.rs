@@ -368,3 +368,29 @@ async fn a_provider_object_regressing_reaches_its_release_within_seconds() {
     println!("provider regression reached the release in {took:?}");
     op.stop().await;
 }
+
+#[tokio::test]
+async fn a_failed_discovery_is_asked_again_not_read_as_no_cluster_api() {
+    use clusterstack::controller::clusters::CapiVersion;
+    use clusterstack::controller::context::Context;
+    use clusterstack::controller::metrics::Metrics;
+    use support::RequestMatch;
+
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let ctx = Context::new(
+        server.client(),
+        settings(SourceSpec::dir(releases_dir()), cache.path()),
+        Arc::new(Metrics::new()),
+    )
+    .unwrap();
+    // The API server answers discovery with errors for a while (a restart, an overloaded
+    // aggregator): "no Cluster API" would mark the Cluster index synced and empty.
+    let discovery = RequestMatch::any().verb("discovery");
+    server.fail_next(discovery.clone(), 503, 3);
+    let version = tokio::time::timeout(WAIT, clusterstack::controller::watch::served_cluster_version(&ctx))
+        .await
+        .expect("an answer once discovery works again");
+    assert_eq!(version, Some(CapiVersion::V1beta1));
+    assert!(server.count(&discovery) >= 4, "asked again after the failures: {}", server.count(&discovery));
+}

@@ -183,7 +183,7 @@ impl CapiCluster {
 
     /// `cluster.x-k8s.io/<version>`.
     pub fn api_version(&self) -> String {
-        format!("{CAPI_GROUP}/{}", self.version.as_str())
+        <Self as kube::Resource>::api_version(&self.version).into_owned()
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -116,6 +116,10 @@ impl EventRecorder {
         }
     }
 
+    fn book(&self) -> MutexGuard<'_, SeriesBook> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn key(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: &str) -> u64 {
         self.hasher.hash_one((
             &regarding.api_version,
@@ -145,15 +149,15 @@ impl EventRecorder {
         let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".into());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
 
-        let repeat = self.book.lock().unwrap_or_else(PoisonError::into_inner).repeat(key, now);
+        let repeat = self.book().repeat(key, now);
         if let Some((name, count)) = repeat {
             let series = EventSeries { count, last_observed_time: MicroTime(now) };
             let patch = serde_json::json!({ "series": series });
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => return Ok(()),
                 // Expired on the server (its TTL is an hour): start a new series.
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    self.book.lock().unwrap_or_else(PoisonError::into_inner).forget(key);
+                Err(e) if super::is_not_found(&e) => {
+                    self.book().forget(key);
                 }
                 Err(e) => return Err(e),
             }
@@ -174,7 +178,7 @@ impl EventRecorder {
             ..Default::default()
         };
         api.create(&PostParams::default(), &event).await?;
-        self.book.lock().unwrap_or_else(PoisonError::into_inner).started(key, name, now);
+        self.book().started(key, name, now);
         Ok(())
     }
 }

@@ -183,11 +183,7 @@ pub async fn run_with(
     let addon_concurrency = settings.concurrency;
     tokio::spawn(async move {
         tokio::select! {
-            result = super::addon::run_controller(addon_ctx, addon_concurrency) => {
-                if let Err(e) = result {
-                    tracing::error!(error = %e, "the ClusterAddon controller could not start");
-                }
-            }
+            () = super::addon::run_controller(addon_ctx, addon_concurrency) => {}
             () = addon_stop.cancelled() => {}
         }
     });

@@ -249,17 +249,10 @@ impl Watches {
 pub fn start_clusters(ctx: &Arc<Context>) {
     let ctx = ctx.clone();
     tokio::spawn(async move {
-        let mut served = None;
-        for version in CapiVersion::ALL {
-            match ctx.applier.discovery().resolve(&version.gvk()).await {
-                Ok(Some(_)) => {
-                    served = Some(version);
-                    break;
-                }
-                Ok(None) => continue,
-                Err(e) => tracing::warn!(error = %e, "discovering CAPI Clusters failed"),
-            }
-        }
+        let served = tokio::select! {
+            v = served_cluster_version(&ctx) => v,
+            () = ctx.watches.stop.cancelled() => return,
+        };
         let Some(version) = served else {
             tracing::info!("Cluster API is not installed: no Cluster uses any release");
             ctx.watches.mark_clusters_synced();
@@ -307,6 +300,33 @@ pub fn start_clusters(ctx: &Arc<Context>) {
             }
         }
     });
+}
+
+/// The newest Cluster API version served, `None` when none is. A failed discovery is asked again
+/// (with the controllers' backoff), never read as "not installed": an index wrongly empty and
+/// synced would let a plan delete releases in use, and an addon controller that gave up would
+/// never run.
+pub async fn served_cluster_version(ctx: &Context) -> Option<CapiVersion> {
+    let backoff = super::backoff::Backoff::new(ctx.settings.backoff, ctx.random.clone());
+    loop {
+        match first_served(ctx).await {
+            Ok(version) => return version,
+            Err(e) => {
+                let delay = backoff.failure("capi");
+                tracing::warn!(error = %e, retry_in = ?delay, "discovering CAPI Clusters failed");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+async fn first_served(ctx: &Context) -> Result<Option<CapiVersion>, kube::Error> {
+    for version in CapiVersion::ALL {
+        if ctx.applier.discovery().resolve(&version.gvk()).await?.is_some() {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
 }
 
 /// Watches objects of `gvk` carrying our release label (metadata only), once per kind: applied

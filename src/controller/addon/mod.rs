@@ -38,7 +38,7 @@ use crate::source::cache::FetchedRelease;
 use crate::source::{FetchPolicy, ListedRelease, ReleaseSource};
 
 use super::backoff::Backoff;
-use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
+use super::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
 use super::context::Context;
 use super::{ReconcileError, status_patch};
 use stages::{Action as StageAction, ClusterAddonConfig, Stage, WaitOutcome};
@@ -699,10 +699,9 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
     let ns = cluster.namespace().unwrap_or_default();
     let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
     let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
-    let cluster_json = serde_json::to_value(full)?;
-    let mut out = ClusterObjects { cluster: cluster_json.clone(), ..Default::default() };
+    let mut out = ClusterObjects { cluster: serde_json::to_value(full)?, ..Default::default() };
     for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
-        let r = &cluster_json["spec"][field];
+        let r = &out.cluster["spec"][field];
         let (Some(kind), Some(name)) = (r["kind"].as_str(), r["name"].as_str()) else { continue };
         // v1beta1 refs carry apiVersion; v1beta2 refs carry apiGroup only.
         let gvk = match (r["apiVersion"].as_str(), r["apiGroup"].as_str()) {
@@ -802,21 +801,13 @@ async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<Fet
 /// Runs the ClusterAddon controller until `shutdown` resolves: watches the Clusters (the served
 /// CAPI version); the ClusterAddons are requeued, not watched, so our own status writes do not
 /// trigger passes.
-pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) -> Result<(), kube::Error> {
+pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
     use futures::StreamExt;
-    let client = actx.ctx.client.clone();
-    let mut served = None;
-    for version in CapiVersion::ALL {
-        if actx.ctx.applier.discovery().resolve(&version.gvk()).await?.is_some() {
-            served = Some(version);
-            break;
-        }
-    }
-    let Some(version) = served else {
+    let Some(version) = super::watch::served_cluster_version(&actx.ctx).await else {
         tracing::info!("no Cluster API served: the ClusterAddon controller is idle");
-        return Ok(());
+        return;
     };
-    let clusters: Api<CapiCluster> = Api::all_with(client.clone(), &version);
+    let clusters: Api<CapiCluster> = Api::all_with(actx.ctx.client.clone(), &version);
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     // The store keeps the trimmed view of each Cluster, slimmed further (see `watch::slim`).
     let writer = kube::runtime::reflector::store::Writer::<CapiCluster>::new(version);
@@ -838,7 +829,6 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) -> Result
         .run(reconcile, error_policy, actx)
         .for_each(|_| async {})
         .await;
-    Ok(())
 }
 
 impl ClusterAddon {
