@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use super::oci::{ImageRef, Presence, RegistryClient, RegistryConfig};
+use crate::registry::{ImageRef, Presence, RegistryClient, RegistryConfig};
 use super::{Cleanup, NodeImageProvider, Progress, ProviderError, ReleaseContext, Report, TaskTracker};
 use crate::api::NodeImageStatus;
 
