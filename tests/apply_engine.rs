@@ -5,8 +5,8 @@ mod support;
 use std::time::Duration;
 
 use clusterstack::apply::{
-    Action, Applier, ApplyError, ApplyOptions, Change, ChangeSet, FIELD_MANAGER, Inventory, ObjectKey, RELEASE_LABEL,
-    InventoryEntry, RELEASE_NAMESPACE_LABEL, ReleaseOwner, WhenEmpty,
+    Action, Applier, ApplyError, ApplyOptions, Change, ChangeSet, FIELD_MANAGER, Inventory, InventoryEntry, ObjectKey,
+    RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner, WhenEmpty,
 };
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
@@ -164,7 +164,9 @@ async fn reapply_changes_nothing_and_drift_is_restored() {
     let first = pass(&applier, &v1, &opts).await.unwrap();
     let rv = server.resource_version();
     let again = pass(&applier, &v1, &opts.clone().with_previous(first.inventory.clone())).await.unwrap();
-    assert!(again.all_synced() && again.created().is_empty() && again.corrected().is_empty() && again.pruned().is_empty());
+    assert!(
+        again.all_synced() && again.created().is_empty() && again.corrected().is_empty() && again.pruned().is_empty()
+    );
     assert_eq!(server.resource_version(), rv, "a re-apply of unchanged objects wrote something");
 
     // Someone edits a template by hand.
@@ -224,9 +226,10 @@ async fn one_failing_object_leaves_the_rest_synced() {
     );
     assert!(get(&server, DMT, "DockerMachineTemplate", "docker-ferrol-1-27-worker-v1").is_some());
     // The next pass heals it.
-    let healed = pass(&applier, &v1, &ApplyOptions::new(owner("docker-ferrol-1-27-v1")).with_previous(report.inventory.clone()))
-        .await
-        .unwrap();
+    let healed =
+        pass(&applier, &v1, &ApplyOptions::new(owner("docker-ferrol-1-27-v1")).with_previous(report.inventory.clone()))
+            .await
+            .unwrap();
     assert!(healed.all_synced());
     // The failed entry has no recorded version: it is new to the inventory.
     assert_eq!(keys(&healed.created()), [key("KubeadmConfigTemplate", "docker-ferrol-1-27-worker-v1")]);
@@ -282,7 +285,11 @@ async fn a_crd_never_established_times_out_and_its_objects_fail() {
     let report = pass(&applier, &objects, &opts).await.unwrap();
     assert_eq!(report.failed(), 2);
     assert!(report.inventory.entries[0].error.contains("not established"), "{}", report.inventory.entries[0].error);
-    assert!(report.inventory.entries[1].error.contains("no kind ClusterClass"), "{}", report.inventory.entries[1].error);
+    assert!(
+        report.inventory.entries[1].error.contains("no kind ClusterClass"),
+        "{}",
+        report.inventory.entries[1].error
+    );
 }
 
 #[tokio::test]
@@ -356,9 +363,13 @@ async fn prune_refuses_objects_without_our_labels_and_empty_renders() {
     server.edit_object("v1", "ConfigMap", Some(NS), "adopted", |o| {
         o["metadata"]["labels"][RELEASE_LABEL] = json!("someone-else");
     });
-    let report = pass(&applier, &[config_map("keep", None, &[])], &ApplyOptions::new(owner("r1")).with_previous(first.inventory.clone()))
-        .await
-        .unwrap();
+    let report = pass(
+        &applier,
+        &[config_map("keep", None, &[])],
+        &ApplyOptions::new(owner("r1")).with_previous(first.inventory.clone()),
+    )
+    .await
+    .unwrap();
     assert_eq!(keys(&report.pruned()), [key("ConfigMap", "mine")]);
     assert_eq!(keys(&report.prune_skipped()), [key("ConfigMap", "adopted")]);
     assert!(server.get_object("v1", "ConfigMap", Some(NS), "adopted").is_some());
@@ -379,9 +390,10 @@ async fn prune_refuses_objects_without_our_labels_and_empty_renders() {
 async fn a_failed_prune_stays_in_the_inventory() {
     let server = server_with_namespace().await;
     let applier = Applier::new(server.client());
-    let first = pass(&applier, &[config_map("a", None, &[]), config_map("b", None, &[])], &ApplyOptions::new(owner("r")))
-        .await
-        .unwrap();
+    let first =
+        pass(&applier, &[config_map("a", None, &[]), config_map("b", None, &[])], &ApplyOptions::new(owner("r")))
+            .await
+            .unwrap();
     server.fail_next(RequestMatch::any().verb("delete").resource("configmaps").name("b"), 500, 1);
     let opts = ApplyOptions::new(owner("r")).with_previous(first.inventory.clone());
     let report = pass(&applier, &[config_map("a", None, &[])], &opts).await.unwrap();

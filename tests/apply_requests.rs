@@ -1,6 +1,8 @@
 //! The exact requests the apply engine sends, checked request by request with `tower-test`.
 
-use clusterstack::apply::{Action, Applier, ApplyOptions, FIELD_MANAGER, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner};
+use clusterstack::apply::{
+    Action, Applier, ApplyOptions, FIELD_MANAGER, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner,
+};
 use http::{Method, Request, Response};
 use kube::Client;
 use kube::api::DynamicObject;

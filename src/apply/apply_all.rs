@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::Value;
 
 use super::inventory::{Action, Change, ChangeSet, Identity, Inventory, ObjectKey};
@@ -199,9 +199,15 @@ impl Applier {
 fn apply_body(obj: &DynamicObject, key: &ObjectKey, owner: &ReleaseOwner) -> Result<Value, serde_json::Error> {
     let mut body = serde_json::to_value(obj)?;
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        for server_owned in
-            ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "deletionTimestamp", "selfLink"]
-        {
+        for server_owned in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            "selfLink",
+        ] {
             meta.remove(server_owned);
         }
         if key.namespace.is_empty() {

@@ -32,7 +32,9 @@ impl Applier {
         let mut set = ChangeSet { changes: Vec::with_capacity(keys.len()) };
         for key in keys {
             let change = match self.delete_owned(key, owner).await {
-                Ok(action) => Change { key: key.clone(), action, error: String::new(), resource_version: String::new() },
+                Ok(action) => {
+                    Change { key: key.clone(), action, error: String::new(), resource_version: String::new() }
+                }
                 Err(error) => {
                     tracing::warn!(object = %key, %error, release = %owner.release, "deleting an object failed");
                     Change::failed(key.clone(), error)

@@ -148,7 +148,11 @@ impl ChangeSet {
 
     /// The keys of the objects no longer on the cluster: deleted or already gone.
     pub fn removed(&self) -> Vec<ObjectKey> {
-        self.changes.iter().filter(|c| matches!(c.action, Action::Deleted | Action::Gone)).map(|c| c.key.clone()).collect()
+        self.changes
+            .iter()
+            .filter(|c| matches!(c.action, Action::Deleted | Action::Gone))
+            .map(|c| c.key.clone())
+            .collect()
     }
 
     /// The entries that failed.
@@ -293,8 +297,9 @@ mod tests {
 
     #[test]
     fn record_replaces_by_identity_and_drops_what_left() {
-        let mut inventory =
-            Inventory::from_changes(&ChangeSet { changes: vec![change("a", Action::Created), change("b", Action::Failed)] });
+        let mut inventory = Inventory::from_changes(&ChangeSet {
+            changes: vec![change("a", Action::Created), change("b", Action::Failed)],
+        });
         assert_eq!(inventory.len(), 2);
         assert!(inventory.entries[0].synced && !inventory.entries[1].synced);
         // Another API version of "a" is the same object.
@@ -303,11 +308,8 @@ mod tests {
         inventory.record(&ChangeSet {
             changes: vec![a2, change("b", Action::Deleted), change("c", Action::Failed), change("d", Action::Gone)],
         });
-        let names: Vec<(&str, &str, bool)> = inventory
-            .entries
-            .iter()
-            .map(|e| (e.key.name.as_str(), e.key.version.as_str(), e.synced))
-            .collect();
+        let names: Vec<(&str, &str, bool)> =
+            inventory.entries.iter().map(|e| (e.key.name.as_str(), e.key.version.as_str(), e.synced)).collect();
         assert_eq!(names, [("a", "v2", true), ("c", "v1", false)]);
         inventory.record(&ChangeSet { changes: vec![change("a", Action::Skipped)] });
         assert_eq!(inventory.entries.iter().map(|e| e.key.name.as_str()).collect::<Vec<_>>(), ["c"]);

@@ -18,7 +18,7 @@ use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, Re
 use crate::release::ReleaseId;
 use crate::render::{RenderContext, render_cluster_class};
 use crate::source::cache::FetchedRelease;
-use crate::source::{AnySource, FetchPolicy, ListedRelease, ReleaseSource};
+use crate::source::{AnySource, FetchPolicy, ReleaseSource};
 
 use super::backoff::jittered;
 use super::clusters::clusters_using;
@@ -206,7 +206,8 @@ async fn reconcile_inner(
     // Apply, then prune what the previous inventory has and this render has not.
     let previous = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
     let owner = ReleaseOwner::new(&tag, &ns);
-    let applied = ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
+    let applied =
+        ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
     let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
     let pruned = ctx.applier.prune(&stale, &owner).await;
     let mut inventory = Inventory::from_changes(&applied);
@@ -396,7 +397,8 @@ async fn delete(
     let inventory = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
     let deleted = ctx.applier.delete_all(&inventory, &ReleaseOwner::new(&tag, &ns)).await;
     if !deleted.all_ok() {
-        let failed: Vec<String> = deleted.failures().map(|c| format!("{} {}: {}", c.key.kind, c.key.name, c.error)).collect();
+        let failed: Vec<String> =
+            deleted.failures().map(|c| format!("{} {}: {}", c.key.kind, c.key.name, c.error)).collect();
         let message = format!("could not delete {} object(s): {}", failed.len(), failed.join("; "));
         ctx.metrics.failed(CONTROLLER, reason::DELETING);
         write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;

@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod github;
+pub mod releases;
 
 #[allow(unused_imports)]
 pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
