@@ -5,13 +5,12 @@
 //! `target/tools`, a helm v4 on PATH); without one the test says it was
 //! skipped, and with `CI=true` a missing helm fails it.
 
-use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
 
 use crate::{goyaml, helm_func_map};
-use gotmpl::{ExecOptions, Templates, Value, execute};
+use gotmpl::{ExecOptions, Templates, Value, execute_with};
 
 #[path = "../../../../tests/support/helm.rs"]
 mod helm_support;
@@ -302,8 +301,9 @@ fn sprig_and_helm_functions_match_real_helm() {
     set.add("diff/templates/cm.yaml", &text, &funcs).expect("parse");
     let values = goyaml::yaml_to_value(VALUES).expect("values");
     let data = Value::map([("Values".to_string(), values)].into_iter().collect());
-    let opts = ExecOptions { seed: Some(1), ..ExecOptions::default() };
-    let ours = execute(&set, "diff/templates/cm.yaml", &data, &funcs, &opts).expect("execute");
+    let mut env = crate::RenderEnv::new(Some(1), jiff::Zoned::now());
+    let ours = execute_with(&set, "diff/templates/cm.yaml", &data, &funcs, &ExecOptions::default(), &mut env)
+        .expect("execute");
     let ours = decode(&ours);
     let mut bad = Vec::new();
     for ((i, h), (_, o)) in theirs.iter().zip(ours.iter()) {
