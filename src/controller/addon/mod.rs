@@ -32,8 +32,8 @@ use crate::api::conditions::{self, FALSE, READY, TRUE};
 use crate::api::{AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, ObjectRef, StageStatus};
 use crate::apply::{Action as ChangeAction, ApplyOptions, Identity, ObjectKey, ReleaseOwner, WhenEmpty};
 use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
+use crate::source::FetchPolicy;
 use crate::source::cache::FetchedRelease;
-use crate::source::{FetchPolicy, ReleaseSource};
 
 use super::backoff::Backoff;
 use super::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
