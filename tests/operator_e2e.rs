@@ -3,21 +3,21 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::api::{ClusterStack, ClusterStackRelease};
-use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::RunOptions;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use kube::Api;
 use kube::api::DeleteParams;
-use serde_json::{Value, json};
-use support::github::{FakeAsset, FakeGitHub, FakeRelease, Route};
+use serde_json::json;
+use support::github::{FakeGitHub, Route};
 use support::operator::{
-    CC, CS, NS, Operator, WAIT, cluster, publish, ready, release, releases_dir, server, settings, stack, wait_for,
+    CC, CS, NS, Operator, cluster, condition, publish, ready, release, release_names, releases_dir, server, settings,
+    stack, wait_for,
 };
 use support::{ApiServer, RequestMatch};
 use tokio_util::sync::CancellationToken;

@@ -4,20 +4,19 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterstack::controller::context::Settings;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use serde_json::{Value, json};
 use support::ApiServer;
 use support::fixtures::load_yaml;
-use support::github::{FakeAsset, FakeGitHub, FakeRelease, Route};
+use support::github::{FakeGitHub, Route};
 use support::operator::{
-    CS, NS, Operator, WAIT, WORKLOADS, cluster, publish, ready_in, release_in, releases_dir, server, settings,
-    stack_in, wait_within,
+    NS, Operator, WAIT, WORKLOADS, cluster, publish, ready_in, release_in, releases_dir, server, settings, stack_in,
+    wait_within,
 };
 
 /// What "within seconds" means here.

@@ -142,6 +142,22 @@ pub fn release(server: &ApiServer, tag: &str) -> Option<Value> {
     release_in(server, NS, tag)
 }
 
+/// The names of every ClusterStackRelease, sorted.
+pub fn release_names(server: &ApiServer) -> Vec<String> {
+    let mut v: Vec<String> = server
+        .list_objects(CS, "ClusterStackRelease")
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The condition `type_` of an object's status.
+pub fn condition(obj: &Value, type_: &str) -> Option<Value> {
+    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_).cloned()
+}
+
 /// Whether the ClusterStackRelease `tag` in `ns` is ready.
 pub fn ready_in(server: &ApiServer, ns: &str, tag: &str) -> bool {
     release_in(server, ns, tag).is_some_and(|r| r["status"]["ready"] == true)
