@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clusterstack::render::helm::{HelmOptions, load_chart, render_chart};
+use helm_render::{HelmOptions, load_chart, render_chart};
 use serde_json::{Value as Json, json};
 
 fn chart_dir() -> PathBuf {
