@@ -259,3 +259,30 @@ fn publish_chart_is_pulled_by_the_real_helm_and_renders_as_install_export() {
     let got = helm::parse_docs(docs.iter().map(|d| (d.source.as_str(), d.content.as_str()))).unwrap();
     check("helm template of the pulled chart", setting, &install(setting), &got);
 }
+
+/// On the cluster of the kubeconfig (needs cert-manager, Cluster API and the Prometheus
+/// Operator's CRDs): the chart installs with monitoring, the operator becomes ready, and
+/// uninstalling removes it. `cargo test --test operator_chart -- --ignored`.
+#[test]
+#[ignore = "needs a real cluster"]
+fn the_chart_installs_into_a_real_cluster() {
+    let helm_bin = helm::find_helm().expect("helm");
+    let ns = "clusterstack-chart-test";
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().expect("run");
+        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(Command::new(&helm_bin).args(["upgrade", "--install", "clusterstack"]).arg(chart_dir()).args([
+        "-n",
+        ns,
+        "--create-namespace",
+        "--set",
+        "monitoring.enabled=true",
+        "--wait",
+        "--timeout",
+        "5m",
+    ]));
+    run(Command::new("kubectl").args(["-n", ns, "rollout", "status", "deployment/clusterstack-operator"]));
+    run(Command::new("kubectl").args(["-n", ns, "get", "servicemonitor,prometheusrule", "clusterstack-operator"]));
+    run(Command::new(&helm_bin).args(["uninstall", "clusterstack", "-n", ns, "--wait"]));
+}
