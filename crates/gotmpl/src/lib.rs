@@ -24,7 +24,7 @@ mod tests_fmt;
 #[cfg(test)]
 mod tests_lead;
 
-pub use exec::{ExecLimits, ExecOptions, MissingKey, TemplateError, TemplateErrorKind, execute};
+pub use exec::{ExecLimits, ExecOptions, MapMethods, MissingKey, TemplateError, TemplateErrorKind, execute};
 pub use fmt::{format_value, sprint, sprintf, sprintln};
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use parse::Templates;
