@@ -208,7 +208,10 @@ fn helm_docs(helm_bin: &Path, case: &Case) -> Result<Vec<(String, String)>, Stri
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    Ok(helm::split_helm_output(&String::from_utf8_lossy(&out.stdout)).into_iter().map(|d| (d.source, d.content)).collect())
+    Ok(helm::split_helm_output(&String::from_utf8_lossy(&out.stdout))
+        .into_iter()
+        .map(|d| (d.source, d.content))
+        .collect())
 }
 
 /// Outcome of one case: objects matched, and the differences found (with the known ones set
@@ -278,7 +281,9 @@ fn run_case(helm_bin: &Path, case: &Case) -> Outcome {
         let text = match (h, o) {
             (Some(h), None) => format!("only in helm: {key}\n{}", to_yaml(h)),
             (None, Some(o)) => format!("only in ours: {key}\n{}", to_yaml(o)),
-            (Some(h), Some(o)) => format!("differs: {key} (- helm, + ours)\n{}", only_changes(&to_yaml(h), &to_yaml(o))),
+            (Some(h), Some(o)) => {
+                format!("differs: {key} (- helm, + ours)\n{}", only_changes(&to_yaml(h), &to_yaml(o)))
+            }
             (None, None) => continue,
         };
         match known(&case.name, key) {
@@ -407,7 +412,9 @@ fn render_chart_ours(dir: &Path, args: &helm::TemplateArgs) -> Result<Vec<(Strin
     // `--skip-tests`: helm test hooks are left out.
     Ok(manifests
         .into_iter()
-        .filter(|m| !m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim() == "test" || h.trim() == "test-success")))
+        .filter(|m| {
+            !m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim() == "test" || h.trim() == "test-success"))
+        })
         .map(|m| (m.source, m.content))
         .collect())
 }
@@ -439,10 +446,7 @@ fn workload_cluster() -> clusterstack::render::ClusterObjects {
 }
 
 fn objects_as_docs(label: &str, objects: &[kube::api::DynamicObject]) -> Result<Vec<(String, String)>, String> {
-    objects
-        .iter()
-        .map(|o| Ok((label.to_string(), serde_json::to_string(o).map_err(|e| e.to_string())?)))
-        .collect()
+    objects.iter().map(|o| Ok((label.to_string(), serde_json::to_string(o).map_err(|e| e.to_string())?))).collect()
 }
 
 /// The stacks of the corpus: `(label, source dir)`.
@@ -451,11 +455,8 @@ fn stacks(corpus: &Path) -> Vec<(String, PathBuf)> {
     for provider in std::fs::read_dir(corpus.join("stacks")).expect("corpus stacks").flatten() {
         for stack in std::fs::read_dir(provider.path()).expect("corpus stacks").flatten() {
             if stack.path().join("csctl.yaml").is_file() {
-                let label = format!(
-                    "{}/{}",
-                    provider.file_name().to_string_lossy(),
-                    stack.file_name().to_string_lossy()
-                );
+                let label =
+                    format!("{}/{}", provider.file_name().to_string_lossy(), stack.file_name().to_string_lossy());
                 out.push((label, stack.path()));
             }
         }
@@ -481,13 +482,14 @@ fn stack_cases(corpus: &Path, work: &Path, failures: &mut Vec<String>) -> Vec<Ca
             cases.push(class_from_source(&label, &source, &out));
             continue;
         }
-        let built = match build_release(&BuildOptions { source_dir: source.clone(), out_dir: out.clone(), version: None }) {
-            Ok(b) => b,
-            Err(e) => {
-                failures.push(format!("=== stack {label}: clusterstack build fails:\n{e}"));
-                continue;
-            }
-        };
+        let built =
+            match build_release(&BuildOptions { source_dir: source.clone(), out_dir: out.clone(), version: None }) {
+                Ok(b) => b,
+                Err(e) => {
+                    failures.push(format!("=== stack {label}: clusterstack build fails:\n{e}"));
+                    continue;
+                }
+            };
         let id = built.id.clone();
         let kube = built.metadata.versions.kubernetes.to_string();
         let extracted = out.join("extracted");
@@ -512,9 +514,10 @@ fn stack_cases(corpus: &Path, work: &Path, failures: &mut Vec<String>) -> Vec<Ca
                 objects_as_docs("class", &objects)
             }),
         });
-        let addon_asset = built
-            .dir
-            .join(clusterstack::package::build::cluster_addon_asset(&id, &built.metadata.versions.components.cluster_addon));
+        let addon_asset = built.dir.join(clusterstack::package::build::cluster_addon_asset(
+            &id,
+            &built.metadata.versions.components.cluster_addon,
+        ));
         extract_tgz(&addon_asset, &extracted.join("addons"), &ExtractLimits::default()).expect("extract addons");
         let names = clusterstack::render::addon_names(&extracted.join("addons")).expect("addon names");
         assert!(!names.is_empty(), "stack {label}: no addon charts in {}", addon_asset.display());
@@ -538,7 +541,8 @@ fn stack_cases(corpus: &Path, work: &Path, failures: &mut Vec<String>) -> Vec<Ca
                 std::fs::write(&file, values.to_string()).expect("values file");
                 args.values_files.push(file);
             }
-            let ctx = RenderContext::new(&id, namespace).with_kube_version(kube.clone()).with_cluster(workload_cluster());
+            let ctx =
+                RenderContext::new(&id, namespace).with_kube_version(kube.clone()).with_cluster(workload_cluster());
             let ours_dir = dir.clone();
             cases.push(Case {
                 name: format!("stack {label} addon {name}"),

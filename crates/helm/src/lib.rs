@@ -191,7 +191,10 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
             let hook = hook_of(&doc);
             // Helm's manifest sorter drops a document whose hook annotation names an event it
             // does not know (Helm 2's `crd-install`, a typo), with only a log line.
-            if hook.as_deref().is_some_and(|h| h.split(',').any(|e| !KNOWN_HOOKS.contains(&e.trim().to_lowercase().as_str()))) {
+            if hook
+                .as_deref()
+                .is_some_and(|h| h.split(',').any(|e| !KNOWN_HOOKS.contains(&e.trim().to_lowercase().as_str())))
+            {
                 continue;
             }
             manifests.push(HelmManifest { source: name.clone(), content: doc, hook });

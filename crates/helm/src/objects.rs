@@ -502,7 +502,9 @@ fn values_path_value(map: &gotmpl::Map, path: &str) -> Result<Value, FuncError> 
         return Err(FuncError::msg("YAML path cannot be empty"));
     }
     let (table, key) = match path.rsplit_once('.') {
-        Some((head, key)) => (values_table(map, head).map_err(|_| FuncError::msg(format!("{key:?} is not a value")))?, key),
+        Some((head, key)) => {
+            (values_table(map, head).map_err(|_| FuncError::msg(format!("{key:?} is not a value")))?, key)
+        }
         None => (map.clone(), path),
     };
     match table.borrow().get(key) {
