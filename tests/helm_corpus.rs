@@ -181,13 +181,18 @@ fn set_aside_random(h1: &mut BTreeMap<String, Json>, h2: &BTreeMap<String, Json>
 // ---------------------------------------------------------------------------------------------
 // Cases
 
+/// Documents as `(source, text)`.
+type Docs = Vec<(String, String)>;
+/// Renders our side of a case: its documents, or why ours failed.
+type RenderOurs = Box<dyn Fn() -> Result<Docs, String> + Send + Sync>;
+
 /// What one case compares: helm's command and our objects.
 struct Case {
     name: String,
     chart: PathBuf,
     args: helm::TemplateArgs,
     /// Our documents `(source, text)`, or why ours failed.
-    ours: Box<dyn Fn() -> Result<Vec<(String, String)>, String> + Send + Sync>,
+    ours: RenderOurs,
 }
 
 fn helm_docs(helm_bin: &Path, case: &Case) -> Result<Vec<(String, String)>, String> {
