@@ -401,9 +401,12 @@ async fn a_hostile_values_template_fails_that_cluster_only() {
         workloads.push(w);
     }
     for (name, expected) in [("undefined", "nowhere"), ("runaway", "fuel")] {
-        let started = std::time::Instant::now();
-        let e = pass(&actx, &mgmt, name).await.unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(30), "{name}: the limit stopped it late");
+        // The budget, not the clock, is what this checks (the reason names it below); the
+        // timeout only turns a budget that never stops the loop into a failure, not a hang.
+        let e = tokio::time::timeout(Duration::from_secs(600), pass(&actx, &mgmt, name))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: no limit stopped the render"))
+            .unwrap_err();
         let status = addon_status(&mgmt, name);
         let reason_ = ready_reason(&status);
         assert!(reason_.starts_with(reason::RENDER_FAILED), "{name}: {reason_}");
