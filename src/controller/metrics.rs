@@ -48,6 +48,15 @@ pub struct AppliedLabels {
     pub status: String,
 }
 
+/// Labels of a rollout's Cluster count.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// `namespace/name` of the ClusterStackRollout.
+    pub rollout: String,
+    /// A Cluster state: `Pending`, `Moving`, `Healthy`, `Failed`, `RolledBack`, `Incompatible`.
+    pub state: String,
+}
+
 fn duration_histogram() -> Histogram {
     // 5 ms .. ~82 s: a reconcile is quick unless it waits on the API server.
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.005, 2.0, 15))
@@ -64,6 +73,7 @@ pub struct Metrics {
     rate_limit_remaining: Family<SourceLabels, Gauge>,
     cache_bytes: Gauge,
     applied_objects: Family<AppliedLabels, Gauge>,
+    rollout_clusters: Family<RolloutLabels, Gauge>,
     /// The GitHub client's cumulative counts already added to the counters.
     github_seen: std::sync::Mutex<(std::collections::BTreeMap<String, u64>, u64)>,
 }
@@ -110,6 +120,8 @@ impl Metrics {
         );
         root.register("cache_bytes", "Bytes of verified releases in the cache", cache_bytes.clone());
         root.register("applied_objects", "Objects applied by a release, by sync status", applied_objects.clone());
+        let rollout_clusters = Family::<RolloutLabels, Gauge>::default();
+        root.register("rollout_clusters", "Clusters of a ClusterStackRollout, by state", rollout_clusters.clone());
         Self {
             registry: root,
             reconciles,
@@ -120,7 +132,21 @@ impl Metrics {
             rate_limit_remaining,
             cache_bytes,
             applied_objects,
+            rollout_clusters,
             github_seen: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Sets how many Clusters of `rollout` are in `state`.
+    pub fn rollout_clusters(&self, rollout: &str, state: &str, count: usize) {
+        let labels = RolloutLabels { rollout: rollout.to_string(), state: state.to_string() };
+        self.rollout_clusters.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Forgets a deleted rollout's counts.
+    pub fn forget_rollout(&self, rollout: &str, states: &[&str]) {
+        for state in states {
+            self.rollout_clusters.remove(&RolloutLabels { rollout: rollout.to_string(), state: state.to_string() });
         }
     }
 

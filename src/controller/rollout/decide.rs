@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::conditions::{self, FALSE, TRUE};
 use crate::api::{
-    ClassVersion, ClusterStackRollout, ClusterStackRolloutStatus, ClusterStackSpec, RETRY_REQUESTED_AT,
-    RollbackPolicy, RolloutClusterStatus,
+    ClassVersion, ClusterStackRollout, ClusterStackRolloutStatus, ClusterStackSpec, RETRY_REQUESTED_AT, RollbackPolicy,
+    RolloutClusterStatus,
 };
 use crate::controller::clusters::{CapiVersion, ClusterKey};
 use crate::release::KubernetesVersion;
@@ -105,7 +105,12 @@ pub struct Actions {
 }
 
 /// Decides the next step of `rollout` (see the module doc and `docs/DESIGN.md`).
-pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], releases: &Releases<'_>, now: Timestamp) -> Actions {
+pub fn decide(
+    rollout: &ClusterStackRollout,
+    clusters: &[ClusterInput<'_>],
+    releases: &Releases<'_>,
+    now: Timestamp,
+) -> Actions {
     let spec = &rollout.spec;
     let time = Time(now);
     let mut st = rollout.status.clone().unwrap_or_default();
@@ -123,10 +128,8 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
         st.retry_requested_at = Some(retry.clone());
         if st.failed_targets.contains(&st.target) {
             st.failed_targets.retain(|t| t != &st.target);
-            let on: BTreeMap<ClusterKey, String> = clusters
-                .iter()
-                .filter_map(|c| Some((c.cluster.key(), c.cluster.class()?.0.to_string())))
-                .collect();
+            let on: BTreeMap<ClusterKey, String> =
+                clusters.iter().filter_map(|c| Some((c.cluster.key(), c.cluster.class()?.0.to_string()))).collect();
             for e in &mut st.clusters {
                 let key = ClusterKey { namespace: e.namespace.clone(), name: e.name.clone() };
                 let on_target = e.to.as_ref().is_some_and(|to| on.get(&key) == Some(&to.class));
@@ -150,7 +153,14 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
     let Some(stack) = releases.stack else {
         st.phase = phase::HALTED.into();
         let message = format!("ClusterStack {} does not exist", spec.cluster_stack_ref.name);
-        set_conditions(&mut st, &time, generation, (FALSE, "ClusterStackNotFound", &message), (FALSE, "ClusterStackNotFound"), (TRUE, "ClusterStackNotFound", &message));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (FALSE, "ClusterStackNotFound", &message),
+            (FALSE, "ClusterStackNotFound"),
+            (TRUE, "ClusterStackNotFound", &message),
+        );
         if rollout.status.as_ref().is_none_or(|s| s.phase != phase::HALTED) {
             note(&mut out, true, "Halted", message);
         }
@@ -158,7 +168,14 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
     };
     if let Err(message) = rules::validate_spec(rollout) {
         st.phase = phase::WAITING.into();
-        set_conditions(&mut st, &time, generation, (FALSE, "InvalidSpec", &message), (FALSE, "InvalidSpec"), (FALSE, "InvalidSpec", ""));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (FALSE, "InvalidSpec", &message),
+            (FALSE, "InvalidSpec"),
+            (FALSE, "InvalidSpec", ""),
+        );
         if rollout.status.as_ref().is_none_or(|s| !s.conditions.iter().any(|c| c.reason == "InvalidSpec")) {
             note(&mut out, true, "InvalidSpec", message);
         }
@@ -170,7 +187,14 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
         Ok(r) => r,
         Err(message) => {
             st.phase = phase::WAITING.into();
-            set_conditions(&mut st, &time, generation, (FALSE, "NoTarget", &message), (FALSE, "NoTarget"), (FALSE, "NoTarget", ""));
+            set_conditions(
+                &mut st,
+                &time,
+                generation,
+                (FALSE, "NoTarget", &message),
+                (FALSE, "NoTarget"),
+                (FALSE, "NoTarget", ""),
+            );
             return finish(st, out);
         }
     };
@@ -219,14 +243,20 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
 
     let checker = releases.target_variables.map(Checker::new);
     let health_check = spec.health_check.as_ref().and_then(|h| cel::Program::compile(&h.expression).ok());
-    let deadline = spec.progress_deadline.as_deref().and_then(|d| rules::parse_duration(d).ok()).unwrap_or(DEFAULT_PROGRESS_DEADLINE);
+    let deadline = spec
+        .progress_deadline
+        .as_deref()
+        .and_then(|d| rules::parse_duration(d).ok())
+        .unwrap_or(DEFAULT_PROGRESS_DEADLINE);
     let soak = spec.soak_time.as_deref().and_then(|d| rules::parse_duration(d).ok()).unwrap_or_default();
     let marker = waves.iter().position(|(n, _, _)| *n == st.current_wave).unwrap_or(0);
     let soaking_marker = st.soak_started_at.is_some();
 
     // Entries: one per member, sorted; the status keeps what was decided before.
-    let mut old: BTreeMap<ClusterKey, RolloutClusterStatus> =
-        std::mem::take(&mut st.clusters).into_iter().map(|e| (ClusterKey { namespace: e.namespace.clone(), name: e.name.clone() }, e)).collect();
+    let mut old: BTreeMap<ClusterKey, RolloutClusterStatus> = std::mem::take(&mut st.clusters)
+        .into_iter()
+        .map(|e| (ClusterKey { namespace: e.namespace.clone(), name: e.name.clone() }, e))
+        .collect();
     let mut rollbacks_pending: Vec<usize> = vec![];
     let mut reissue: Vec<usize> = vec![];
     for (key, (input, w)) in &members {
@@ -251,7 +281,11 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
                 match verdict {
                     Ok(()) => {
                         e.state = state::PENDING.into();
-                        e.message = if checker.is_some() { String::new() } else { format!("waiting for ClusterClass {target_class}") };
+                        e.message = if checker.is_some() {
+                            String::new()
+                        } else {
+                            format!("waiting for ClusterClass {target_class}")
+                        };
                     }
                     Err(why) => {
                         if was != state::INCOMPATIBLE || e.message != why {
@@ -279,7 +313,8 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
                 Err(why) if rules::since(now, e.moved_at.as_ref()) >= deadline => {
                     e.state = state::FAILED.into();
                     e.failed_at = Some(time.clone());
-                    e.message = format!("not healthy within progressDeadline {}: {why}", humantime::format_duration(deadline));
+                    e.message =
+                        format!("not healthy within progressDeadline {}: {why}", humantime::format_duration(deadline));
                     note(&mut out, true, "ClusterFailed", format!("Cluster {key}: {}", e.message));
                 }
                 Err(why) => e.message = why,
@@ -303,7 +338,12 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
     }
     for (key, e) in old {
         if e.state == state::MOVING || e.state == state::PENDING {
-            note(&mut out, false, "ClusterDropped", format!("Cluster {key} left the rollout (deleted or no longer selected)"));
+            note(
+                &mut out,
+                false,
+                "ClusterDropped",
+                format!("Cluster {key} left the rollout (deleted or no longer selected)"),
+            );
         }
     }
     let failed = st.clusters.iter().filter(|e| e.failed_at.is_some()).count();
@@ -314,7 +354,8 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
     let open = |w: usize, st: &ClusterStackRolloutStatus| {
         st.clusters.iter().any(|e| e.wave == waves[w].0 && (e.state == state::PENDING || e.state == state::MOVING))
     };
-    let moved_in = |w: usize, st: &ClusterStackRolloutStatus| st.clusters.iter().any(|e| e.wave == waves[w].0 && e.from.is_some());
+    let moved_in =
+        |w: usize, st: &ClusterStackRolloutStatus| st.clusters.iter().any(|e| e.wave == waves[w].0 && e.from.is_some());
     let mut work = (0..waves.len()).find(|w| open(*w, &st));
     let mut soak_wait: Option<Duration> = None;
     let mut marker = marker;
@@ -343,9 +384,22 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
     if !halted && failed > spec.failure_policy.max_failures as usize {
         halted = true;
         st.failed_targets.push(target_tag.clone());
-        let names: Vec<String> =
-            st.clusters.iter().filter(|e| e.failed_at.is_some()).map(|e| format!("{}/{}", e.namespace, e.name)).collect();
-        note(&mut out, true, "Halted", format!("halted {target_tag}: {failed} Cluster(s) failed (maxFailures {}): {}", spec.failure_policy.max_failures, names.join(", ")));
+        let names: Vec<String> = st
+            .clusters
+            .iter()
+            .filter(|e| e.failed_at.is_some())
+            .map(|e| format!("{}/{}", e.namespace, e.name))
+            .collect();
+        note(
+            &mut out,
+            true,
+            "Halted",
+            format!(
+                "halted {target_tag}: {failed} Cluster(s) failed (maxFailures {}): {}",
+                spec.failure_policy.max_failures,
+                names.join(", ")
+            ),
+        );
         if spec.failure_policy.rollback == RollbackPolicy::Automatic {
             let current_waves = [waves[marker].0, work.map_or(waves[marker].0, |w| waves[w].0)];
             for (i, e) in st.clusters.iter_mut().enumerate() {
@@ -364,12 +418,20 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
                 }
                 if raised(&from.version, &to.version) {
                     e.state = state::FAILED.into();
-                    e.message = format!("rollback impossible: Kubernetes version was raised from {} to {}", from.version, to.version);
+                    e.message = format!(
+                        "rollback impossible: Kubernetes version was raised from {} to {}",
+                        from.version, to.version
+                    );
                     note(&mut out, true, "RollbackImpossible", format!("Cluster {key}: {}", e.message));
                 } else {
                     e.state = state::ROLLED_BACK.into();
                     e.message = format!("rolled back to {}: {target_tag} halted", from.class);
-                    note(&mut out, true, "RolledBack", format!("rolling Cluster {key} back from {} to {}", to.class, from.class));
+                    note(
+                        &mut out,
+                        true,
+                        "RolledBack",
+                        format!("rolling Cluster {key} back from {} to {}", to.class, from.class),
+                    );
                     rollbacks_pending.push(i);
                 }
             }
@@ -383,7 +445,13 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
             let e = &st.clusters[i];
             let key = ClusterKey { namespace: e.namespace.clone(), name: e.name.clone() };
             if let (Some(from), Some((input, _))) = (&e.from, members.get(&key)) {
-                out.moves.push(Move { cluster: key, capi: input.cluster.version, class: from.class.clone(), version: None, rollback: true });
+                out.moves.push(Move {
+                    cluster: key,
+                    capi: input.cluster.version,
+                    class: from.class.clone(),
+                    version: None,
+                    rollback: true,
+                });
             }
         }
     }
@@ -394,8 +462,15 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
             let e = &st.clusters[i];
             let key = ClusterKey { namespace: e.namespace.clone(), name: e.name.clone() };
             if let (Some(to), Some((input, _))) = (&e.to, members.get(&key)) {
-                let version = (!to.version.is_empty() && to.version != input.cluster.kubernetes_version()).then(|| to.version.clone());
-                out.moves.push(Move { cluster: key, capi: input.cluster.version, class: to.class.clone(), version, rollback: false });
+                let version = (!to.version.is_empty() && to.version != input.cluster.kubernetes_version())
+                    .then(|| to.version.clone());
+                out.moves.push(Move {
+                    cluster: key,
+                    capi: input.cluster.version,
+                    class: to.class.clone(),
+                    version,
+                    rollback: false,
+                });
             }
         }
         if let Some(w) = work {
@@ -411,7 +486,11 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
                 let c = input.cluster;
                 let Some((class, _)) = c.class() else { continue };
                 let current_version = c.kubernetes_version().to_string();
-                let new_version = if target.kubernetes_version.is_empty() { current_version.clone() } else { target.kubernetes_version.clone() };
+                let new_version = if target.kubernetes_version.is_empty() {
+                    current_version.clone()
+                } else {
+                    target.kubernetes_version.clone()
+                };
                 e.state = state::MOVING.into();
                 e.from = Some(ClassVersion { class: class.to_string(), version: current_version.clone() });
                 e.to = Some(ClassVersion { class: target_class.clone(), version: new_version.clone() });
@@ -419,7 +498,19 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
                 e.healthy_at = None;
                 e.failed_at = None;
                 e.message = String::new();
-                note(&mut out, false, "Moving", format!("moving Cluster {key} from {class} to {target_class}{}", if new_version != current_version { format!(" and Kubernetes {current_version} to {new_version}") } else { String::new() }));
+                note(
+                    &mut out,
+                    false,
+                    "Moving",
+                    format!(
+                        "moving Cluster {key} from {class} to {target_class}{}",
+                        if new_version != current_version {
+                            format!(" and Kubernetes {current_version} to {new_version}")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                );
                 out.moves.push(Move {
                     cluster: key,
                     capi: c.version,
@@ -440,20 +531,45 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
     let mut requeue: Vec<Duration> = vec![];
     if halted {
         st.phase = phase::HALTED.into();
-        let failed_names: Vec<String> =
-            st.clusters.iter().filter(|e| e.failed_at.is_some()).map(|e| format!("{}/{}", e.namespace, e.name)).collect();
+        let failed_names: Vec<String> = st
+            .clusters
+            .iter()
+            .filter(|e| e.failed_at.is_some())
+            .map(|e| format!("{}/{}", e.namespace, e.name))
+            .collect();
         let message = format!(
             "{target_tag} halted: {} failed ({}); set annotation {RETRY_REQUESTED_AT} to a new value to retry",
             failed_names.len(),
             failed_names.join(", ")
         );
-        set_conditions(&mut st, &time, generation, (FALSE, "Halted", &message), (FALSE, "Halted"), (TRUE, "FailureLimitExceeded", &message));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (FALSE, "Halted", &message),
+            (FALSE, "Halted"),
+            (TRUE, "FailureLimitExceeded", &message),
+        );
     } else if st.clusters.is_empty() {
         st.phase = phase::IDLE.into();
-        set_conditions(&mut st, &time, generation, (TRUE, "NoClusters", "no Cluster follows this rollout"), (FALSE, "NoClusters"), (FALSE, "NotHalted", ""));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (TRUE, "NoClusters", "no Cluster follows this rollout"),
+            (FALSE, "NoClusters"),
+            (FALSE, "NotHalted", ""),
+        );
     } else if paused {
         st.phase = phase::PAUSED.into();
-        set_conditions(&mut st, &time, generation, (FALSE, "Paused", "spec.paused is true"), (FALSE, "Paused"), (FALSE, "NotHalted", ""));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (FALSE, "Paused", "spec.paused is true"),
+            (FALSE, "Paused"),
+            (FALSE, "NotHalted", ""),
+        );
     } else if work.is_none() && soak_wait.is_none() && moving == 0 {
         st.phase = phase::SUCCEEDED.into();
         let incompatible = st.clusters.iter().filter(|e| e.state == state::INCOMPATIBLE).count();
@@ -462,7 +578,14 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
         } else {
             format!("{healthy} Clusters on {target_tag}")
         };
-        set_conditions(&mut st, &time, generation, (TRUE, "Succeeded", &message), (FALSE, "Succeeded"), (FALSE, "NotHalted", ""));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (TRUE, "Succeeded", &message),
+            (FALSE, "Succeeded"),
+            (FALSE, "NotHalted", ""),
+        );
         if previous_phase != phase::SUCCEEDED {
             note(&mut out, false, "Succeeded", format!("rollout of {target_tag} succeeded: {message}"));
         }
@@ -475,15 +598,39 @@ pub fn decide(rollout: &ClusterStackRollout, clusters: &[ClusterInput<'_>], rele
         if let Some(t) = next {
             requeue.push(t.duration_since(now).unsigned_abs());
         }
-        set_conditions(&mut st, &time, generation, (FALSE, "MaintenanceWindowClosed", &message), (FALSE, "MaintenanceWindowClosed"), (FALSE, "NotHalted", ""));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (FALSE, "MaintenanceWindowClosed", &message),
+            (FALSE, "MaintenanceWindowClosed"),
+            (FALSE, "NotHalted", ""),
+        );
     } else {
         st.phase = phase::PROGRESSING.into();
         let message = match soak_wait {
-            Some(left) => format!("wave {} is healthy; soaking for {} more", st.current_wave, humantime::format_duration(Duration::from_secs(left.as_secs()))),
-            None if superseded => format!("{} waits for the {moving} moving Cluster(s) of {target_tag}", resolved.id.tag()),
-            None => format!("wave {}: {moving} moving, {healthy}/{} healthy", waves[work.unwrap_or(marker)].0, st.clusters.len()),
+            Some(left) => format!(
+                "wave {} is healthy; soaking for {} more",
+                st.current_wave,
+                humantime::format_duration(Duration::from_secs(left.as_secs()))
+            ),
+            None if superseded => {
+                format!("{} waits for the {moving} moving Cluster(s) of {target_tag}", resolved.id.tag())
+            }
+            None => format!(
+                "wave {}: {moving} moving, {healthy}/{} healthy",
+                waves[work.unwrap_or(marker)].0,
+                st.clusters.len()
+            ),
         };
-        set_conditions(&mut st, &time, generation, (FALSE, "Progressing", &message), (TRUE, "Progressing"), (FALSE, "NotHalted", ""));
+        set_conditions(
+            &mut st,
+            &time,
+            generation,
+            (FALSE, "Progressing", &message),
+            (TRUE, "Progressing"),
+            (FALSE, "NotHalted", ""),
+        );
     }
     if let Some(left) = soak_wait {
         requeue.push(left);
@@ -523,12 +670,21 @@ fn raised(from: &str, to: &str) -> bool {
 }
 
 /// Whether a Cluster may move to the target: no Kubernetes downgrade, variables that fit.
-fn compatible(c: &RolloutCluster, target: &ReleaseView, class: &str, checker: Option<&Checker<'_>>) -> Result<(), String> {
+fn compatible(
+    c: &RolloutCluster,
+    target: &ReleaseView,
+    class: &str,
+    checker: Option<&Checker<'_>>,
+) -> Result<(), String> {
     let current = c.kubernetes_version();
-    if let (Ok(have), Ok(want)) = (current.parse::<KubernetesVersion>(), target.kubernetes_version.parse::<KubernetesVersion>())
+    if let (Ok(have), Ok(want)) =
+        (current.parse::<KubernetesVersion>(), target.kubernetes_version.parse::<KubernetesVersion>())
         && want < have
     {
-        return Err(format!("{} names Kubernetes {want}, lower than the Cluster's {have}; Cluster API cannot lower it", target.id.tag()));
+        return Err(format!(
+            "{} names Kubernetes {want}, lower than the Cluster's {have}; Cluster API cannot lower it",
+            target.id.tag()
+        ));
     }
     match checker {
         Some(checker) => checker.check(class, c.variables()),
@@ -546,10 +702,22 @@ fn set_conditions(
     halted: (&str, &str, &str),
 ) {
     let message = ready.2.to_string();
-    conditions::set_condition(&mut st.conditions, conditions::condition(conditions::READY, ready.0, ready.1, message.clone(), generation), time);
+    conditions::set_condition(
+        &mut st.conditions,
+        conditions::condition(conditions::READY, ready.0, ready.1, message.clone(), generation),
+        time,
+    );
     let progressing_message = if progressing.0 == TRUE { message } else { String::new() };
-    conditions::set_condition(&mut st.conditions, conditions::condition(PROGRESSING, progressing.0, progressing.1, progressing_message, generation), time);
-    conditions::set_condition(&mut st.conditions, conditions::condition(HALTED, halted.0, halted.1, halted.2, generation), time);
+    conditions::set_condition(
+        &mut st.conditions,
+        conditions::condition(PROGRESSING, progressing.0, progressing.1, progressing_message, generation),
+        time,
+    );
+    conditions::set_condition(
+        &mut st.conditions,
+        conditions::condition(HALTED, halted.0, halted.1, halted.2, generation),
+        time,
+    );
 }
 
 #[cfg(test)]

@@ -26,7 +26,11 @@ fn stack() -> ClusterStackSpec {
 }
 
 fn release(v: u32, k8s: &str, ready: bool) -> ReleaseView {
-    ReleaseView { id: ReleaseId::from_tag(&format!("docker-ferrol-1-27-v{v}")).unwrap(), ready, kubernetes_version: k8s.into() }
+    ReleaseView {
+        id: ReleaseId::from_tag(&format!("docker-ferrol-1-27-v{v}")).unwrap(),
+        ready,
+        kubernetes_version: k8s.into(),
+    }
 }
 
 fn rollout(spec: Value) -> ClusterStackRollout {
@@ -96,7 +100,8 @@ impl World {
 
     fn decide(&self) -> Actions {
         let stack = stack();
-        let inputs: Vec<ClusterInput<'_>> = self.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
+        let inputs: Vec<ClusterInput<'_>> =
+            self.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
         let releases = Releases { stack: Some(&stack), releases: &self.releases, target_variables: Some(&self.vars) };
         decide(&self.ro, &inputs, &releases, self.now)
     }
@@ -177,7 +182,10 @@ fn a_healthy_rollout_goes_wave_by_wave_and_succeeds() {
     assert_eq!(a.moves[0].cluster.name, "c00");
     assert_eq!(a.moves[0].version, None, "same Kubernetes version: class only");
     let canary = &a.status.clusters[0];
-    assert_eq!((canary.state.as_str(), canary.from.as_ref().unwrap().class.as_str()), ("Moving", "docker-ferrol-1-27-v1"));
+    assert_eq!(
+        (canary.state.as_str(), canary.from.as_ref().unwrap().class.as_str()),
+        ("Moving", "docker-ferrol-1-27-v1")
+    );
     w.advance(Duration::from_secs(61));
     let a = w.step();
     assert!(a.moves.is_empty(), "the canary wave soaks first");
@@ -224,7 +232,11 @@ fn a_failure_in_a_later_batch_rolls_back_that_wave_only() {
         {"name": "three", "maxConcurrent": 2}], "progressDeadline": "5m"});
     let clusters: Vec<RolloutCluster> = (0..6)
         .map(|i| {
-            let labels = match i { 0 | 1 => json!({"w": "1"}), 2 | 3 => json!({"w": "2"}), _ => json!({}) };
+            let labels = match i {
+                0 | 1 => json!({"w": "1"}),
+                2 | 3 => json!({"w": "2"}),
+                _ => json!({}),
+            };
             cluster(&format!("c{i}"), labels, 1, "v1.27.3")
         })
         .collect();
@@ -299,7 +311,8 @@ fn paused_closed_window_or_unknown_variables_move_nothing() {
 
     let w = World::new(rollout(json!({})), fleet(2, 0), &[]);
     let stack = stack();
-    let inputs: Vec<ClusterInput<'_>> = w.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
+    let inputs: Vec<ClusterInput<'_>> =
+        w.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
     let releases = Releases { stack: Some(&stack), releases: &w.releases, target_variables: None };
     let a = decide(&w.ro, &inputs, &releases, w.now);
     assert!(a.moves.is_empty(), "variables not known yet");
@@ -325,7 +338,8 @@ fn the_retry_annotation_tries_a_halted_target_again() {
 #[test]
 fn a_deleted_stack_halts_and_a_deleted_cluster_is_dropped() {
     let w = World::new(rollout(json!({})), fleet(2, 0), &[]);
-    let inputs: Vec<ClusterInput<'_>> = w.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
+    let inputs: Vec<ClusterInput<'_>> =
+        w.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
     let releases = Releases { stack: None, releases: &w.releases, target_variables: Some(&w.vars) };
     let a = decide(&w.ro, &inputs, &releases, w.now);
     assert_eq!(a.status.phase, phase::HALTED);

@@ -23,7 +23,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// The release a rollout targets: `latest` is the newest ready stable release; `vN` that version,
 /// once ready. `Err` says why there is none.
-pub fn resolve_target<'r>(target: &str, stack: &ClusterStackSpec, releases: &'r [ReleaseView]) -> Result<&'r ReleaseView, String> {
+pub fn resolve_target<'r>(
+    target: &str,
+    stack: &ClusterStackSpec,
+    releases: &'r [ReleaseView],
+) -> Result<&'r ReleaseView, String> {
     if target == "latest" {
         return releases
             .iter()
@@ -34,11 +38,16 @@ pub fn resolve_target<'r>(target: &str, stack: &ClusterStackSpec, releases: &'r 
             })
             .ok_or_else(|| format!("ClusterStack {} has no ready release yet", stack.name));
     }
-    let version = StackVersion::parse_any(target).map_err(|e| format!("target {target:?} is neither latest nor a version: {e}"))?;
+    let version = StackVersion::parse_any(target)
+        .map_err(|e| format!("target {target:?} is neither latest nor a version: {e}"))?;
     match releases.iter().find(|r| r.id.version == version) {
         Some(r) if r.ready => Ok(r),
         Some(r) => Err(format!("release {} is not ready yet", r.id.tag())),
-        None => Err(format!("release {} of ClusterStack {} does not exist (pin it in spec.versions)", version.dotted(), stack.name)),
+        None => Err(format!(
+            "release {} of ClusterStack {} does not exist (pin it in spec.versions)",
+            version.dotted(),
+            stack.name
+        )),
     }
 }
 
@@ -52,7 +61,8 @@ pub fn validate_spec(rollout: &ClusterStackRollout) -> Result<(), String> {
     }
     window::validate(&spec.maintenance_windows).map_err(|e| format!("spec.{e}"))?;
     if let Some(check) = &spec.health_check {
-        cel::Program::compile(&check.expression).map_err(|e| format!("spec.healthCheck.expression does not compile: {e}"))?;
+        cel::Program::compile(&check.expression)
+            .map_err(|e| format!("spec.healthCheck.expression does not compile: {e}"))?;
     }
     let mut names = std::collections::BTreeSet::new();
     for w in &spec.waves {
@@ -60,7 +70,9 @@ pub fn validate_spec(rollout: &ClusterStackRollout) -> Result<(), String> {
             return Err(format!("spec.waves: the name {:?} is used twice", w.name));
         }
         if let Some(IntOrString::String(s)) = &w.max_concurrent {
-            percent(s).ok_or_else(|| format!("spec.waves[{}].maxConcurrent: {s:?} is not a number or a percentage", w.name))?;
+            percent(s).ok_or_else(|| {
+                format!("spec.waves[{}].maxConcurrent: {s:?} is not a number or a percentage", w.name)
+            })?;
         }
     }
     Ok(())
@@ -75,9 +87,7 @@ pub fn max_concurrent(value: Option<&IntOrString>, size: usize) -> usize {
     let n = match value {
         None => 1,
         Some(IntOrString::Int(n)) => usize::try_from(*n).unwrap_or(1),
-        Some(IntOrString::String(s)) if s.ends_with('%') => {
-            percent(s).map_or(1, |p| (size * p as usize).div_ceil(100))
-        }
+        Some(IntOrString::String(s)) if s.ends_with('%') => percent(s).map_or(1, |p| (size * p as usize).div_ceil(100)),
         Some(IntOrString::String(s)) => percent(s).map_or(1, |p| p as usize),
     };
     n.max(1)
@@ -89,7 +99,9 @@ pub fn health(input: &ClusterInput<'_>, target_tag: &str, check: Option<&cel::Pr
     let generation = c.metadata.generation.unwrap_or(0);
     match c.status.observed_generation {
         Some(g) if g >= generation => {}
-        observed => return Err(format!("observedGeneration {} has not reached generation {generation}", observed.unwrap_or(0))),
+        observed => {
+            return Err(format!("observedGeneration {} has not reached generation {generation}", observed.unwrap_or(0)));
+        }
     }
     let ready = match c.version {
         CapiVersion::V1beta1 => "Ready",
@@ -99,8 +111,16 @@ pub fn health(input: &ClusterInput<'_>, target_tag: &str, check: Option<&cel::Pr
         match c.condition(type_) {
             Some(cond) if cond.status == TRUE => {}
             Some(cond) => {
-                let why = [cond.reason.as_deref(), cond.message.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(": ");
-                return Err(format!("{type_} is {}{}", cond.status, if why.is_empty() { String::new() } else { format!(" ({why})") }));
+                let why = [cond.reason.as_deref(), cond.message.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                return Err(format!(
+                    "{type_} is {}{}",
+                    cond.status,
+                    if why.is_empty() { String::new() } else { format!(" ({why})") }
+                ));
             }
             None => return Err(format!("{type_} is not reported yet")),
         }
@@ -126,12 +146,12 @@ pub fn health(input: &ClusterInput<'_>, target_tag: &str, check: Option<&cel::Pr
 }
 
 pub fn stack_release(stack: &ClusterStackSpec, id: &ReleaseId) -> bool {
-    stack.kubernetes_version.parse::<KubernetesMinor>().is_ok_and(|k| {
-        id.provider == stack.provider && id.name == stack.name && id.kubernetes == k
-    })
+    stack
+        .kubernetes_version
+        .parse::<KubernetesMinor>()
+        .is_ok_and(|k| id.provider == stack.provider && id.name == stack.name && id.kubernetes == k)
 }
 
 pub fn since(now: Timestamp, t: Option<&Time>) -> Duration {
     t.map_or(Duration::ZERO, |t| now.duration_since(t.0).unsigned_abs())
 }
-

@@ -44,7 +44,11 @@ impl<'a> Checker<'a> {
         let vars = vars
             .iter()
             .map(|v| {
-                let schema = if v.schema.is_null() { Value::Object(Default::default()) } else { openapi_to_json_schema(&v.schema) };
+                let schema = if v.schema.is_null() {
+                    Value::Object(Default::default())
+                } else {
+                    openapi_to_json_schema(&v.schema)
+                };
                 let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string());
                 (v, validator)
             })
@@ -67,7 +71,10 @@ impl<'a> Checker<'a> {
                 None => {}
                 Some(set) => match validator {
                     Err(e) => {
-                        return Err(format!("variable {:?}: the schema of ClusterClass {class} is invalid: {e}", var.name));
+                        return Err(format!(
+                            "variable {:?}: the schema of ClusterClass {class} is invalid: {e}",
+                            var.name
+                        ));
                     }
                     Ok(validator) => {
                         if let Some(error) = validator.iter_errors(&set.value).next() {
@@ -143,9 +150,15 @@ mod tests {
     fn valid_values_fit() {
         let c = class();
         let checker = Checker::new(&c);
-        assert_eq!(checker.check("cc", &vars(json!([{"name": "workerCount", "value": 3}, {"name": "region", "value": "eu"}]))), Ok(()));
+        assert_eq!(
+            checker.check("cc", &vars(json!([{"name": "workerCount", "value": 3}, {"name": "region", "value": "eu"}]))),
+            Ok(())
+        );
         // `image` is required but defaulted by its schema; `extra` is nullable.
-        assert_eq!(checker.check("cc", &vars(json!([{"name": "workerCount", "value": 1}, {"name": "extra", "value": null}]))), Ok(()));
+        assert_eq!(
+            checker.check("cc", &vars(json!([{"name": "workerCount", "value": 1}, {"name": "extra", "value": null}]))),
+            Ok(())
+        );
     }
 
     #[test]
@@ -162,7 +175,10 @@ mod tests {
         assert!(err.starts_with("variable \"workerCount\" is not valid for ClusterClass cc:"), "{err}");
         assert!(err.contains("minimum"), "{err}");
         let err = Checker::new(&c)
-            .check("cc", &vars(json!([{"name": "workerCount", "value": 2}, {"name": "extra", "value": {"size": "big"}}])))
+            .check(
+                "cc",
+                &vars(json!([{"name": "workerCount", "value": 2}, {"name": "extra", "value": {"size": "big"}}])),
+            )
             .unwrap_err();
         assert!(err.contains("at /size"), "{err}");
     }
