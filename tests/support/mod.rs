@@ -10,3 +10,4 @@ pub mod apiserver;
 pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
 pub mod fixtures;
 pub mod operator;
+pub mod topology;

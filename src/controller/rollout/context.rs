@@ -28,6 +28,9 @@ pub struct Written<T> {
     pub value: T,
 }
 
+/// A ClusterClass's variables and when they were read (`None`: not found).
+type CachedClass = (Instant, Option<Vec<ClassVariable>>);
+
 /// The rollout controller's context.
 pub struct RolloutContext {
     pub client: Client,
@@ -39,7 +42,7 @@ pub struct RolloutContext {
     pub backoff: Backoff,
     statuses: Mutex<HashMap<String, Written<ClusterStackRolloutStatus>>>,
     moved: Mutex<HashMap<ClusterKey, Written<RolloutCluster>>>,
-    classes: Mutex<HashMap<(String, String), (Instant, Option<Vec<ClassVariable>>)>>,
+    classes: Mutex<HashMap<(String, String), CachedClass>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -112,7 +112,9 @@ pub fn decide(
     now: Timestamp,
 ) -> Actions {
     let spec = &rollout.spec;
-    let time = Time(now);
+    // Times in status have whole seconds: stamps round up, so that a soak or a deadline read
+    // back from status is never shorter than asked.
+    let time = Time(ceil_second(now));
     let mut st = rollout.status.clone().unwrap_or_default();
     st.observed_generation = rollout.metadata.generation;
     let mut out = Actions::default();
@@ -327,10 +329,10 @@ pub fn decide(
                     note(&mut out, true, "ClusterFailed", format!("Cluster {key}: {}", e.message));
                 }
             }
-            state::ROLLED_BACK => {
-                if e.from.as_ref().is_some_and(|from| c.class().map(|(n, _)| n) != Some(from.class.as_str())) {
-                    rollbacks_pending.push(st.clusters.len());
-                }
+            state::ROLLED_BACK
+                if e.from.as_ref().is_some_and(|from| c.class().map(|(n, _)| n) != Some(from.class.as_str())) =>
+            {
+                rollbacks_pending.push(st.clusters.len());
             }
             _ => {}
         }
@@ -359,7 +361,8 @@ pub fn decide(
     let mut work = (0..waves.len()).find(|w| open(*w, &st));
     let mut soak_wait: Option<Duration> = None;
     let mut marker = marker;
-    if work.is_none_or(|w| w > marker) && !halted {
+    let halting = !halted && failed > spec.failure_policy.max_failures as usize;
+    if work.is_none_or(|w| w > marker) && !halted && !halting {
         if soak > Duration::ZERO && moved_in(marker, &st) {
             let started = st.soak_started_at.get_or_insert_with(|| time.clone()).clone();
             let elapsed = rules::since(now, Some(&started));
@@ -367,11 +370,11 @@ pub fn decide(
                 soak_wait = Some(soak - elapsed);
             }
         }
-        if soak_wait.is_none() {
-            if let Some(w) = work {
-                marker = w;
-                st.soak_started_at = None;
-            }
+        if soak_wait.is_none()
+            && let Some(w) = work
+        {
+            marker = w;
+            st.soak_started_at = None;
         }
     }
     if soak_wait.is_some() {
@@ -381,7 +384,7 @@ pub fn decide(
 
     // Halt: more failures than allowed. The current wave's moved Clusters go back to `from`.
     let mut halted = halted;
-    if !halted && failed > spec.failure_policy.max_failures as usize {
+    if halting {
         halted = true;
         st.failed_targets.push(target_tag.clone());
         let names: Vec<String> = st
@@ -643,6 +646,13 @@ pub fn decide(
     }
     out.requeue_after = requeue.into_iter().min().map(|d| d.max(Duration::from_millis(10)));
     finish(st, out)
+}
+
+fn ceil_second(t: Timestamp) -> Timestamp {
+    if t.subsec_nanosecond() == 0 {
+        return t;
+    }
+    Timestamp::from_second(t.as_second().saturating_add(1)).unwrap_or(t)
 }
 
 fn finish(st: ClusterStackRolloutStatus, mut out: Actions) -> Actions {

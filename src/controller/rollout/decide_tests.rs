@@ -207,7 +207,15 @@ fn a_healthy_rollout_goes_wave_by_wave_and_succeeds() {
 
 #[test]
 fn a_failing_canary_halts_and_is_rolled_back_nothing_else_moves() {
-    let mut w = World::new(rollout(waves_spec(3)), fleet(6, 1), &["c00"]);
+    for soak in [json!("5m"), Value::Null] {
+        let mut spec = waves_spec(3);
+        spec["soakTime"] = soak;
+        a_failing_canary_halts(spec);
+    }
+}
+
+fn a_failing_canary_halts(spec: Value) {
+    let mut w = World::new(rollout(spec), fleet(6, 1), &["c00"]);
     w.run(40, Duration::from_secs(30));
     let st = w.status();
     assert_eq!(st.phase, phase::HALTED);

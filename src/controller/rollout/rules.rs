@@ -100,7 +100,10 @@ pub fn health(input: &ClusterInput<'_>, target_tag: &str, check: Option<&cel::Pr
     match c.status.observed_generation {
         Some(g) if g >= generation => {}
         observed => {
-            return Err(format!("observedGeneration {} has not reached generation {generation}", observed.unwrap_or(0)));
+            return Err(format!(
+                "observedGeneration {} has not reached generation {generation}",
+                observed.unwrap_or(0)
+            ));
         }
     }
     let ready = match c.version {
@@ -152,6 +155,7 @@ pub fn stack_release(stack: &ClusterStackSpec, id: &ReleaseId) -> bool {
         .is_ok_and(|k| id.provider == stack.provider && id.name == stack.name && id.kubernetes == k)
 }
 
+/// How long ago `t` was; zero when unset or still ahead (stamps are rounded up).
 pub fn since(now: Timestamp, t: Option<&Time>) -> Duration {
-    t.map_or(Duration::ZERO, |t| now.duration_since(t.0).unsigned_abs())
+    t.map_or(Duration::ZERO, |t| Duration::try_from(now.duration_since(t.0)).unwrap_or(Duration::ZERO))
 }
