@@ -1,0 +1,346 @@
+//! Helm charts rendered as `helm template` renders them, in process: the
+//! chart and its subcharts loaded (`load`), dependencies enabled and values
+//! coalesced (`values`), every template parsed into one Go template set and
+//! executed with Helm's objects (`objects`), the output split into
+//! manifests.
+//!
+//! Sandboxed like the Jinja engine: templates see only the chart's files,
+//! no network (`lookup` is empty, as in `helm template`), no environment;
+//! the engine limits work, output and nesting.
+
+mod env;
+pub mod goyaml;
+pub mod helmfuncs;
+pub mod ignore;
+pub mod load;
+pub mod objects;
+pub mod schema;
+pub mod sprig;
+pub mod values;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use gotmpl::{ExecLimits, ExecOptions, MissingKey, TemplateErrorKind, Templates, Value};
+
+pub use load::{Chart, ChartFile, LoadError};
+pub use objects::DEFAULT_KUBE_VERSION;
+
+pub use env::RenderEnv;
+pub use goyaml::{value_to_yaml, yaml_to_value};
+pub use helmfuncs::helm_func_map;
+
+/// Why a chart did not render. The messages follow helm's: a template error names the file and
+/// line the author has to look at.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HelmError {
+    /// The chart could not be loaded or prepared (metadata, dependencies, values, schema).
+    #[error("chart {chart}: {message}")]
+    Chart { chart: String, message: String },
+    /// A template failed: syntax, a failed `required`/`fail`, a limit, a bad call.
+    #[error("{file}:{line}: {message}")]
+    Template { file: String, line: usize, message: String },
+}
+
+/// How to render a chart: what `helm template NAME CHART --namespace NS
+/// [--kube-version V] [--include-crds] -f values` is told.
+#[derive(Debug, Clone)]
+pub struct HelmOptions {
+    pub release_name: String,
+    pub namespace: String,
+    /// `--kube-version`; [`DEFAULT_KUBE_VERSION`] when `None`.
+    pub kube_version: Option<String>,
+    /// User values, coalesced over the chart's.
+    pub values: serde_json::Value,
+    /// `--include-crds`: the charts' `crds/` files come first.
+    pub include_crds: bool,
+    pub is_upgrade: bool,
+    /// `--api-versions`: extra entries of `.Capabilities.APIVersions`.
+    pub api_versions: Vec<String>,
+    /// Seeds the random functions (tests); `None` draws from the OS.
+    pub seed: Option<u64>,
+    pub limits: ExecLimits,
+}
+
+impl HelmOptions {
+    pub fn new(release_name: impl Into<String>, namespace: impl Into<String>) -> Self {
+        Self {
+            release_name: release_name.into(),
+            namespace: namespace.into(),
+            kube_version: None,
+            values: serde_json::Value::Object(Default::default()),
+            include_crds: false,
+            is_upgrade: false,
+            api_versions: Vec::new(),
+            seed: None,
+            limits: ExecLimits::default(),
+        }
+    }
+}
+
+/// One rendered document, as `helm template` prints it after `# Source:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelmManifest {
+    /// The template it came from, e.g. `mychart/templates/cm.yaml`.
+    pub source: String,
+    /// One YAML document.
+    pub content: String,
+    /// The `helm.sh/hook` annotation, for hooks and tests.
+    pub hook: Option<String>,
+}
+
+/// Loads a chart from a directory or a `.tgz`.
+pub fn load_chart(path: &Path) -> Result<Chart, HelmError> {
+    load::load(path).map_err(chart_error)
+}
+
+fn chart_error(e: LoadError) -> HelmError {
+    HelmError::Chart { chart: e.chart, message: e.message }
+}
+
+/// A template of the whole set and the data it executes with.
+struct Renderable {
+    /// Helm's template name: `chart/templates/x.yaml`, `chart/charts/sub/templates/y.yaml`.
+    name: String,
+    text: Arc<[u8]>,
+    /// `.Chart`, `.Values`, ... of the chart it belongs to (without `.Template`).
+    data: Rc<BTreeMap<String, Value>>,
+    base_path: String,
+    /// Library charts' templates are parsed but not rendered.
+    renders: bool,
+}
+
+/// Renders a chart into manifests, as `helm template` does.
+pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifest>, HelmError> {
+    let label = chart.label.clone();
+    let bad = |message: String| HelmError::Chart { chart: label.clone(), message };
+    let user = match &opts.values {
+        serde_json::Value::Object(m) => m.clone(),
+        serde_json::Value::Null => Default::default(),
+        _ => return Err(bad("values must be a mapping".into())),
+    };
+    let mut chart = chart.clone();
+    values::process_dependencies(&mut chart, &user).map_err(&bad)?;
+    let coalesced = values::coalesce_values(&chart, &user).map_err(&bad)?;
+    schema::validate_chart(&chart, &coalesced).map_err(&bad)?;
+    let kube_version = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
+    let caps = objects::Capabilities::new(kube_version, &opts.api_versions).map_err(&bad)?;
+    let release = Value::map(BTreeMap::from([
+        ("Name".to_string(), Value::str(opts.release_name.as_str())),
+        ("Namespace".to_string(), Value::str(opts.namespace.as_str())),
+        ("IsUpgrade".to_string(), Value::Bool(opts.is_upgrade)),
+        ("IsInstall".to_string(), Value::Bool(!opts.is_upgrade)),
+        ("Revision".to_string(), Value::Int(1)),
+        ("Service".to_string(), Value::str("Helm")),
+    ]));
+    let top = Top { release, caps: Value::Object(Rc::new(caps)) };
+    let root_values = Value::from_json(&serde_json::Value::Object(coalesced));
+    let mut renderables = Vec::new();
+    collect(&chart, &chart.metadata.name, true, &root_values, &top, &mut renderables);
+
+    // Helm parses the deepest templates first, so a parent's `define`
+    // replaces a subchart's of the same name.
+    renderables.sort_by(|a, b| {
+        let (da, db) = (a.name.matches('/').count(), b.name.matches('/').count());
+        db.cmp(&da).then_with(|| b.name.cmp(&a.name))
+    });
+    let funcs = helmfuncs::helm_func_map();
+    let mut set = Templates::new();
+    for r in &renderables {
+        let text = String::from_utf8_lossy(&r.text);
+        set.add(&r.name, &text, &funcs).map_err(|e| template_error(&label, &e))?;
+    }
+    let exec = ExecOptions { missing_key: MissingKey::Zero, limits: opts.limits };
+    let mut env = RenderEnv::new(opts.seed, jiff::Zoned::now());
+    let mut manifests = Vec::new();
+    if opts.include_crds {
+        collect_crds(&chart, &chart.metadata.name, &mut manifests);
+    }
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    for r in &renderables {
+        let base = r.name.rsplit('/').next().unwrap_or(&r.name);
+        if base.starts_with('_') || !r.renders {
+            continue;
+        }
+        let mut data = (*r.data).clone();
+        data.insert(
+            "Template".into(),
+            Value::map(BTreeMap::from([
+                ("Name".to_string(), Value::str(r.name.as_str())),
+                ("BasePath".to_string(), Value::str(r.base_path.as_str())),
+            ])),
+        );
+        let out = gotmpl::execute_with(&set, &r.name, &Value::map(data), &funcs, &exec, &mut env)
+            .map_err(|e| template_error(&label, &e))?;
+        // Helm's work-around: Go prints `<no value>` even with missingkey=zero.
+        outputs.push((r.name.clone(), out.replace("<no value>", "")));
+    }
+    outputs.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, out) in outputs {
+        if name.ends_with("NOTES.txt") || out.trim().is_empty() {
+            continue;
+        }
+        for doc in split_manifests(&out) {
+            let hook = hook_of(&doc);
+            manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
+        }
+    }
+    Ok(manifests)
+}
+
+/// What every chart's data shares.
+struct Top {
+    release: Value,
+    caps: Value,
+}
+
+fn collect(
+    chart: &Chart,
+    full_path: &str,
+    is_root: bool,
+    values: &Value,
+    top: &Top,
+    out: &mut Vec<Renderable>,
+) -> Value {
+    let mut subcharts = BTreeMap::new();
+    let mut data = BTreeMap::new();
+    data.insert(
+        "Chart".to_string(),
+        Value::Object(Rc::new(objects::ChartObject::new(enabled_metadata(chart), is_root))),
+    );
+    data.insert("Files".to_string(), Value::Object(Rc::new(objects::Files::new(Arc::new(chart.files.clone())))));
+    data.insert("Release".to_string(), top.release.clone());
+    data.insert("Capabilities".to_string(), top.caps.clone());
+    data.insert("Values".to_string(), values.clone());
+    for dep in &chart.dependencies {
+        let sub_values = match values {
+            Value::Map(m) => match m.borrow().get(dep.name()) {
+                Some(v @ Value::Map(_)) => v.clone(),
+                _ => Value::empty_map(),
+            },
+            _ => Value::empty_map(),
+        };
+        let sub_path = format!("{full_path}/charts/{}", dep.name());
+        let sub = collect(dep, &sub_path, false, &sub_values, top, out);
+        subcharts.insert(dep.name().to_string(), sub);
+    }
+    data.insert("Subcharts".to_string(), Value::map(subcharts));
+    let data = Rc::new(data);
+    let library = chart.metadata.chart_type.as_deref() == Some("library");
+    for t in &chart.templates {
+        out.push(Renderable {
+            name: format!("{full_path}/{}", t.name),
+            text: t.data.clone(),
+            data: data.clone(),
+            base_path: format!("{full_path}/templates"),
+            renders: !library,
+        });
+    }
+    Value::map((*data).clone())
+}
+
+fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<HelmManifest>) {
+    for f in chart.crd_files() {
+        let is_manifest = [".yaml", ".yml", ".json"].iter().any(|e| f.name.ends_with(e));
+        if !is_manifest {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&f.data);
+        for doc in split_manifests(&text) {
+            out.push(HelmManifest { source: format!("{full_path}/{}", f.name), content: doc, hook: None });
+        }
+    }
+    for dep in &chart.dependencies {
+        collect_crds(dep, &format!("{full_path}/charts/{}", dep.name()), out);
+    }
+}
+
+/// Helm's `SplitManifests`: documents separated by `---` lines, trimmed,
+/// empty ones dropped.
+pub fn split_manifests(text: &str) -> Vec<String> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        // `---` at a line start, optionally followed by white space.
+        if bare.starts_with("---") && bare[3..].trim().is_empty() {
+            push_doc(&mut docs, &current);
+            current.clear();
+        } else {
+            current.push_str(line);
+        }
+    }
+    push_doc(&mut docs, &current);
+    docs
+}
+
+fn push_doc(docs: &mut Vec<String>, text: &str) {
+    let t = text.trim();
+    if !t.is_empty() {
+        docs.push(t.to_string());
+    }
+}
+
+fn hook_of(doc: &str) -> Option<String> {
+    if !doc.contains("helm.sh/hook") {
+        return None;
+    }
+    let v: serde_json::Value = serde_saphyr::from_str(doc).ok()?;
+    v.get("metadata")?.get("annotations")?.get("helm.sh/hook")?.as_str().map(str::to_string)
+}
+
+fn template_error(label: &str, e: &gotmpl::TemplateError) -> HelmError {
+    // Helm's names start with the chart's own name; the label says where the chart is.
+    // The innermost template is where the author has to look; Go's full
+    // message (with the including templates) follows.
+    let (template, line, detail) = e.innermost();
+    let inner = template.split_once('/').map(|(_, rest)| rest).unwrap_or(template);
+    let file = format!("{label}/{inner}");
+    let message = match e.kind {
+        TemplateErrorKind::Parse => format!("parse error: {}", e.message),
+        TemplateErrorKind::Fail => format!("execution error: {detail}"),
+        TemplateErrorKind::Limit => format!("limit reached: {detail}"),
+        _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
+        _ => e.message.clone(),
+    };
+    HelmError::Template { file, line, message: shorten(&message, 2048) }
+}
+
+/// Keeps a message readable in a condition: Go nests the text of every
+/// including template, which a runaway recursion makes enormous.
+fn shorten(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_string();
+    }
+    let mut head = max / 2;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - max / 2;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} [... {} bytes ...] {}", &message[..head], tail - head, &message[tail..])
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Chart.yaml as `.Chart` shows it after dependency processing: only the enabled
+/// dependencies (those `process_dependencies` kept, matched by alias or name).
+fn enabled_metadata(chart: &Chart) -> serde_json::Value {
+    let mut raw = chart.raw_metadata.clone();
+    if let Some(serde_json::Value::Array(deps)) = raw.get_mut("dependencies") {
+        let key = |alias: Option<&str>, name: &str| alias.filter(|a| !a.is_empty()).unwrap_or(name).to_string();
+        let kept: Vec<String> = chart.metadata.dependencies.iter().map(|d| key(d.alias.as_deref(), &d.name)).collect();
+        deps.retain(|d| {
+            let name = d.get("name").and_then(serde_json::Value::as_str).unwrap_or_default();
+            let alias = d.get("alias").and_then(serde_json::Value::as_str);
+            kept.contains(&key(alias, name))
+        });
+    }
+    raw
+}

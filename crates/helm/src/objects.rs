@@ -1,0 +1,471 @@
+//! The Go objects Helm gives templates: `.Chart` (`*chart.Metadata`),
+//! `.Capabilities`, and `.Files` with its methods.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use base64::Engine as _;
+
+use super::ignore::glob_match;
+use super::load::ChartFile;
+use gotmpl::{FuncError, Object, Value};
+
+/// The Kubernetes version `helm template` assumes without `--kube-version`
+/// (helm v4.2, the version the differential tests pin).
+pub const DEFAULT_KUBE_VERSION: &str = "v1.36.0";
+/// The Helm version templates see.
+pub const HELM_VERSION: &str = "v4.2.3";
+
+/// The API versions `helm template` offers by default (its client's scheme).
+pub const DEFAULT_API_VERSIONS: &[&str] = &[
+    "v1",
+    "admissionregistration.k8s.io/v1",
+    "admissionregistration.k8s.io/v1alpha1",
+    "admissionregistration.k8s.io/v1beta1",
+    "internal.apiserver.k8s.io/v1alpha1",
+    "apps/v1",
+    "apps/v1beta1",
+    "apps/v1beta2",
+    "authentication.k8s.io/v1",
+    "authentication.k8s.io/v1alpha1",
+    "authentication.k8s.io/v1beta1",
+    "authorization.k8s.io/v1",
+    "authorization.k8s.io/v1beta1",
+    "autoscaling/v1",
+    "autoscaling/v2",
+    "batch/v1",
+    "batch/v1beta1",
+    "certificates.k8s.io/v1",
+    "certificates.k8s.io/v1beta1",
+    "certificates.k8s.io/v1alpha1",
+    "coordination.k8s.io/v1alpha2",
+    "coordination.k8s.io/v1beta1",
+    "coordination.k8s.io/v1",
+    "discovery.k8s.io/v1",
+    "discovery.k8s.io/v1beta1",
+    "events.k8s.io/v1",
+    "events.k8s.io/v1beta1",
+    "extensions/v1beta1",
+    "flowcontrol.apiserver.k8s.io/v1",
+    "flowcontrol.apiserver.k8s.io/v1beta1",
+    "flowcontrol.apiserver.k8s.io/v1beta2",
+    "flowcontrol.apiserver.k8s.io/v1beta3",
+    "networking.k8s.io/v1",
+    "networking.k8s.io/v1beta1",
+    "node.k8s.io/v1",
+    "node.k8s.io/v1alpha1",
+    "node.k8s.io/v1beta1",
+    "policy/v1",
+    "policy/v1beta1",
+    "rbac.authorization.k8s.io/v1",
+    "rbac.authorization.k8s.io/v1beta1",
+    "rbac.authorization.k8s.io/v1alpha1",
+    "resource.k8s.io/v1",
+    "resource.k8s.io/v1beta2",
+    "resource.k8s.io/v1beta1",
+    "resource.k8s.io/v1alpha3",
+    "scheduling.k8s.io/v1alpha2",
+    "scheduling.k8s.io/v1beta1",
+    "scheduling.k8s.io/v1",
+    "storage.k8s.io/v1beta1",
+    "storage.k8s.io/v1",
+    "storage.k8s.io/v1alpha1",
+    "storagemigration.k8s.io/v1beta1",
+    "apiextensions.k8s.io/v1beta1",
+    "apiextensions.k8s.io/v1",
+];
+
+/// `.Chart`: Chart.yaml under Go's field names.
+pub struct ChartObject {
+    raw: serde_json::Value,
+    is_root: bool,
+}
+
+impl ChartObject {
+    pub fn new(raw: serde_json::Value, is_root: bool) -> Self {
+        Self { raw, is_root }
+    }
+}
+
+/// Go field name → Chart.yaml key, and the zero value when absent.
+fn chart_field(name: &str) -> Option<(&'static str, Value)> {
+    let empty_list = || Value::list(Vec::new());
+    Some(match name {
+        "Name" => ("name", Value::str("")),
+        "Home" => ("home", Value::str("")),
+        "Sources" => ("sources", empty_list()),
+        "Version" => ("version", Value::str("")),
+        "Description" => ("description", Value::str("")),
+        "Keywords" => ("keywords", empty_list()),
+        "Maintainers" => ("maintainers", empty_list()),
+        "Icon" => ("icon", Value::str("")),
+        "APIVersion" => ("apiVersion", Value::str("")),
+        "Condition" => ("condition", Value::str("")),
+        "Tags" => ("tags", Value::str("")),
+        "AppVersion" => ("appVersion", Value::str("")),
+        "Deprecated" => ("deprecated", Value::Bool(false)),
+        "Annotations" => ("annotations", Value::empty_map()),
+        "KubeVersion" => ("kubeVersion", Value::str("")),
+        "Dependencies" => ("dependencies", empty_list()),
+        "Type" => ("type", Value::str("")),
+        _ => return None,
+    })
+}
+
+impl Object for ChartObject {
+    fn type_name(&self) -> &str {
+        "struct { chart.Metadata; IsRoot bool }"
+    }
+
+    fn field(&self, name: &str) -> Option<Value> {
+        if name == "IsRoot" {
+            return Some(Value::Bool(self.is_root));
+        }
+        if name == "Dependencies" {
+            return Some(go_dependencies(self.raw.get("dependencies")));
+        }
+        let (key, zero) = chart_field(name)?;
+        Some(match self.raw.get(key) {
+            None | Some(serde_json::Value::Null) => zero,
+            // Chart.yaml strings stay strings even when YAML reads a number.
+            Some(serde_json::Value::Number(n)) if matches!(zero, Value::String(_)) => Value::str(n.to_string()),
+            Some(v) => Value::from_json(v),
+        })
+    }
+
+    fn go_string(&self) -> String {
+        format!("{{{}}}", self.raw.get("name").and_then(|n| n.as_str()).unwrap_or_default())
+    }
+
+    fn to_data(&self) -> Value {
+        Value::from_json(&self.raw)
+    }
+}
+
+/// `.Chart.Dependencies` as Helm's `*chart.Dependency` values after dependency processing
+/// (the caller passes the enabled ones): Go field names, an alias as the name, string
+/// `import-values` in their `{child: exports.X, parent: .}` form.
+fn go_dependencies(deps: Option<&serde_json::Value>) -> Value {
+    let Some(serde_json::Value::Array(deps)) = deps else { return Value::list(Vec::new()) };
+    let text = |d: &serde_json::Value, key: &str| match d.get(key) {
+        Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
+        Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
+        _ => Value::str(""),
+    };
+    let items = deps
+        .iter()
+        .map(|d| {
+            let alias = d.get("alias").and_then(serde_json::Value::as_str).unwrap_or_default();
+            let name = if alias.is_empty() { text(d, "name") } else { Value::str(alias) };
+            let tags = match d.get("tags") {
+                Some(serde_json::Value::Array(t)) => Value::from_json(&serde_json::Value::Array(t.clone())),
+                _ => Value::list(Vec::new()),
+            };
+            let imports = match d.get("import-values") {
+                Some(serde_json::Value::Array(list)) => Value::list(
+                    list.iter()
+                        .map(|iv| match iv {
+                            serde_json::Value::String(s) => Value::map(BTreeMap::from([
+                                ("child".to_string(), Value::str(format!("exports.{s}"))),
+                                ("parent".to_string(), Value::str(".")),
+                            ])),
+                            other => Value::from_json(other),
+                        })
+                        .collect(),
+                ),
+                _ => Value::list(Vec::new()),
+            };
+            Value::map(BTreeMap::from([
+                ("Name".to_string(), name),
+                ("Version".to_string(), text(d, "version")),
+                ("Repository".to_string(), text(d, "repository")),
+                ("Condition".to_string(), text(d, "condition")),
+                ("Tags".to_string(), tags),
+                ("Enabled".to_string(), Value::Bool(true)),
+                ("ImportValues".to_string(), imports),
+                ("Alias".to_string(), Value::str(alias)),
+            ]))
+        })
+        .collect();
+    Value::list(items)
+}
+
+/// `.Capabilities`.
+pub struct Capabilities {
+    pub kube_version: Value,
+    pub api_versions: Value,
+    pub helm_version: Value,
+}
+
+impl Capabilities {
+    /// Capabilities for a Kubernetes version (`v1.33.2` or `1.33.2`) and
+    /// extra API versions besides the defaults.
+    pub fn new(kube_version: &str, extra_api_versions: &[String]) -> Result<Self, String> {
+        let kube = KubeVersion::parse(kube_version)?;
+        let mut apis: Vec<Value> = DEFAULT_API_VERSIONS.iter().map(|v| Value::str(*v)).collect();
+        apis.extend(extra_api_versions.iter().map(|v| Value::str(v.as_str())));
+        Ok(Self {
+            kube_version: Value::Object(Rc::new(kube)),
+            api_versions: Value::Object(Rc::new(ApiVersions(Rc::new(apis)))),
+            helm_version: Value::Object(Rc::new(HelmVersion)),
+        })
+    }
+}
+
+impl Object for Capabilities {
+    fn type_name(&self) -> &str {
+        "*common.Capabilities"
+    }
+
+    fn field(&self, name: &str) -> Option<Value> {
+        match name {
+            "KubeVersion" => Some(self.kube_version.clone()),
+            "APIVersions" => Some(self.api_versions.clone()),
+            "HelmVersion" => Some(self.helm_version.clone()),
+            _ => None,
+        }
+    }
+
+    fn go_string(&self) -> String {
+        "&{...}".into()
+    }
+}
+
+/// `.Capabilities.KubeVersion`.
+pub struct KubeVersion {
+    version: String,
+    major: String,
+    minor: String,
+}
+
+impl KubeVersion {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let v = text.trim();
+        let bare = v.strip_prefix('v').unwrap_or(v);
+        let mut parts = bare.splitn(3, '.');
+        let major = parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let minor = parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let (Some(major), Some(minor)) = (major, minor) else {
+            return Err(format!("invalid Kubernetes version {text:?}"));
+        };
+        let patch = parts.next().unwrap_or("0");
+        Ok(Self { version: format!("v{major}.{minor}.{patch}"), major: major.into(), minor: minor.into() })
+    }
+}
+
+impl Object for KubeVersion {
+    fn type_name(&self) -> &str {
+        "common.KubeVersion"
+    }
+
+    fn field(&self, name: &str) -> Option<Value> {
+        match name {
+            "Version" | "GitVersion" | "String" => Some(Value::str(self.version.as_str())),
+            "Major" => Some(Value::str(self.major.as_str())),
+            "Minor" => Some(Value::str(self.minor.as_str())),
+            _ => None,
+        }
+    }
+
+    /// `KubeVersion` has a `String()` method: Go prints the version.
+    fn go_string(&self) -> String {
+        self.version.clone()
+    }
+
+    fn to_data(&self) -> Value {
+        Value::map(BTreeMap::from([
+            ("version".to_string(), Value::str(self.version.as_str())),
+            ("major".to_string(), Value::str(self.major.as_str())),
+            ("minor".to_string(), Value::str(self.minor.as_str())),
+        ]))
+    }
+}
+
+/// `.Capabilities.APIVersions`: a list with `Has`.
+pub struct ApiVersions(Rc<Vec<Value>>);
+
+impl Object for ApiVersions {
+    fn type_name(&self) -> &str {
+        "common.VersionSet"
+    }
+
+    fn field(&self, _: &str) -> Option<Value> {
+        None
+    }
+
+    fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
+        if method != "Has" {
+            return None;
+        }
+        Some(match args {
+            [Value::String(s)] => Ok(Value::Bool(self.0.iter().any(|v| v.as_str() == Some(s)))),
+            _ => Err(FuncError::msg(format!("wrong number of args for Has: want 1 got {}", args.len()))),
+        })
+    }
+
+    fn go_string(&self) -> String {
+        gotmpl::fmt::format_value(&Value::List(self.0.clone()))
+    }
+
+    fn to_data(&self) -> Value {
+        Value::List(self.0.clone())
+    }
+
+    fn elements(&self) -> Option<Value> {
+        Some(Value::List(self.0.clone()))
+    }
+}
+
+/// `.Capabilities.HelmVersion`.
+pub struct HelmVersion;
+
+impl Object for HelmVersion {
+    fn type_name(&self) -> &str {
+        "version.BuildInfo"
+    }
+
+    fn field(&self, name: &str) -> Option<Value> {
+        match name {
+            "Version" => Some(Value::str(HELM_VERSION)),
+            "GitCommit" | "GitTreeState" | "GoVersion" | "KubeClientVersion" => Some(Value::str("")),
+            _ => None,
+        }
+    }
+
+    fn go_string(&self) -> String {
+        format!("{{{HELM_VERSION}    }}")
+    }
+}
+
+/// `.Files`: the chart's other files, by path.
+pub struct Files {
+    files: Arc<Vec<ChartFile>>,
+    /// Indices into `files` this view holds (`Glob` narrows it).
+    view: Vec<usize>,
+}
+
+impl Files {
+    pub fn new(files: Arc<Vec<ChartFile>>) -> Self {
+        let view = (0..files.len()).collect();
+        Self { files, view }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &ChartFile> {
+        self.view.iter().filter_map(|i| self.files.get(*i))
+    }
+
+    fn get(&self, name: &str) -> Option<&ChartFile> {
+        self.iter().find(|f| f.name == name)
+    }
+
+    fn as_map(&self, encode: bool) -> String {
+        let mut entries: BTreeMap<String, String> = BTreeMap::new();
+        for f in self.iter() {
+            let base = f.name.rsplit('/').next().unwrap_or(&f.name).to_string();
+            let v = if encode {
+                base64::engine::general_purpose::STANDARD.encode(&f.data)
+            } else {
+                String::from_utf8_lossy(&f.data).into_owned()
+            };
+            entries.insert(base, v);
+        }
+        if entries.is_empty() {
+            return String::new();
+        }
+        let map = Value::map(entries.into_iter().map(|(k, v)| (k, Value::str(v))).collect());
+        // Helm's toYaml: sigs.k8s.io/yaml, the trailing newline trimmed.
+        crate::goyaml::value_to_yaml(&map).trim_end_matches('\n').to_string()
+    }
+}
+
+impl Object for Files {
+    fn type_name(&self) -> &str {
+        "files.Files"
+    }
+
+    fn field(&self, name: &str) -> Option<Value> {
+        match name {
+            "AsConfig" => Some(Value::str(self.as_map(false))),
+            "AsSecrets" => Some(Value::str(self.as_map(true))),
+            _ => None,
+        }
+    }
+
+    fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
+        let arg = |i: usize| -> Result<&str, FuncError> {
+            match args.get(i) {
+                Some(Value::String(s)) => Ok(s),
+                Some(other) => {
+                    Err(FuncError::msg(format!("wrong type for value; expected string; got {}", other.type_name())))
+                }
+                None => Err(FuncError::msg(format!("wrong number of args for {method}: want 1 got 0"))),
+            }
+        };
+        Some(match method {
+            "Get" => arg(0).map(|n| {
+                Value::str(self.get(n).map(|f| String::from_utf8_lossy(&f.data).into_owned()).unwrap_or_default())
+            }),
+            "GetBytes" => arg(0)
+                .map(|n| Value::Bytes(self.get(n).map(|f| Rc::from(&f.data[..])).unwrap_or_else(|| Rc::from(&[][..])))),
+            "Lines" => arg(0).map(|n| {
+                let text = self.get(n).map(|f| String::from_utf8_lossy(&f.data).into_owned()).unwrap_or_default();
+                if text.is_empty() {
+                    Value::list(Vec::new())
+                } else {
+                    Value::list(text.trim_end_matches('\n').split('\n').map(Value::str).collect())
+                }
+            }),
+            "Glob" => arg(0).and_then(|pattern| {
+                let mut view = Vec::new();
+                for i in &self.view {
+                    let Some(f) = self.files.get(*i) else { continue };
+                    if glob_match(pattern, &f.name, true).map_err(FuncError::msg)? {
+                        view.push(*i);
+                    }
+                }
+                Ok(Value::Object(Rc::new(Files { files: self.files.clone(), view })))
+            }),
+            "AsConfig" | "AsSecrets" => Ok(Value::str(self.as_map(method == "AsSecrets"))),
+            _ => return None,
+        })
+    }
+
+    fn go_string(&self) -> String {
+        let names: Vec<String> = self.iter().map(|f| f.name.clone()).collect();
+        format!("map[{}]", names.join(" "))
+    }
+
+    fn elements(&self) -> Option<Value> {
+        Some(Value::map(self.iter().map(|f| (f.name.clone(), Value::Bytes(Rc::from(&f.data[..])))).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `{{ range .Chart.Dependencies }}{{ .Name }}:{{ .Alias }}:{{ .Version }}:{{ .Enabled }}:{{ .ImportValues }} {{ end }}`
+    /// printed `frontend:frontend:0.1.0:true:[map[child:exports.data parent:.]] lib::0.1.0:true:[] ` in helm.
+    #[test]
+    fn chart_dependencies_have_go_names() {
+        let chart = ChartObject::new(
+            json!({"name": "p", "dependencies": [
+                {"name": "web", "alias": "frontend", "version": "0.1.0", "import-values": ["data"]},
+                {"name": "lib", "version": "0.1.0", "tags": ["t"]}
+            ]}),
+            true,
+        );
+        let deps = chart.field("Dependencies").expect("field");
+        let Value::List(items) = deps else { panic!("a list: {deps:?}") };
+        let first = items[0].to_json();
+        assert_eq!(
+            first,
+            json!({"Name": "frontend", "Alias": "frontend", "Version": "0.1.0", "Repository": "", "Condition": "",
+                "Tags": [], "Enabled": true, "ImportValues": [{"child": "exports.data", "parent": "."}]})
+        );
+        assert_eq!(items[1].to_json()["Name"], json!("lib"));
+        assert_eq!(items[1].to_json()["Tags"], json!(["t"]));
+    }
+}
