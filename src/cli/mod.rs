@@ -9,6 +9,7 @@ pub use install::MALLOC_ARENA_MAX;
 mod install_hooks;
 pub mod operator;
 mod plan;
+mod plan_rollout;
 pub mod publish;
 pub mod pull;
 pub mod releases;
