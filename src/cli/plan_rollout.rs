@@ -128,8 +128,9 @@ pub fn rollout_plan(
                     state::HEALTHY => format!("    {name:<28} {from:<36} already on the target\n"),
                     state::INCOMPATIBLE => format!("    {name:<28} {from:<36} INCOMPATIBLE: {}\n", e.message),
                     s => {
+                        // Unknown without `--existing`: the release's metadata.yaml is not read offline.
                         let to_version = if target.kubernetes_version.is_empty() {
-                            c.kubernetes_version()
+                            "(version unknown)"
                         } else {
                             &target.kubernetes_version
                         };
