@@ -203,8 +203,8 @@ mod tests {
             json!({"spec": {"variables": [{"name": "workers", "required": true, "schema": {"openAPIV3Schema": {"type": "integer", "minimum": 1}}}]}}),
         )]);
         let text = rollout_plan(
-            &[ro.clone()],
-            &[stack.clone()],
+            std::slice::from_ref(&ro),
+            std::slice::from_ref(&stack),
             &listed,
             &existing,
             &clusters,
