@@ -60,7 +60,9 @@ pub async fn reconcile(ro: Arc<ClusterStackRollout>, ctx: Arc<RolloutContext>) -
     let key = key_of(&ro);
     if ro.meta().deletion_timestamp.is_some() {
         ctx.forget_rollout(&key);
-        ctx.shared.metrics.forget_rollout(&key, &state::ALL);
+        // Zero, not gone: a deleted rollout reports no Clusters and no halt.
+        let none: Vec<(&str, u64)> = state::ALL.iter().map(|s| (*s, 0)).collect();
+        ctx.shared.metrics.rollout(&key, false, &none);
         return Ok(Action::await_change());
     }
     let result = reconcile_inner(&ro, &ctx, &key).await;
@@ -145,10 +147,11 @@ async fn reconcile_inner(ro: &ClusterStackRollout, ctx: &RolloutContext, key: &s
         tracing::info!(rollout = %key, reason = note.reason, "{}", note.message);
         ctx.shared.event(&reference, note.warning, note.reason, action, note.message.clone()).await;
     }
-    for s in state::ALL {
-        let n = decision.status.clusters.iter().filter(|e| e.state == s).count();
-        ctx.shared.metrics.rollout_clusters(key, s, n);
-    }
+    let by_state: Vec<(&str, u64)> = state::ALL
+        .iter()
+        .map(|s| (*s, decision.status.clusters.iter().filter(|e| e.state == *s).count() as u64))
+        .collect();
+    ctx.shared.metrics.rollout(key, decision.status.phase == phase::HALTED, &by_state);
     Ok(match decision.requeue_after {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
