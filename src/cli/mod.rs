@@ -10,6 +10,7 @@ mod install_hooks;
 mod install_monitoring;
 pub mod operator;
 mod plan;
+mod plan_rollout;
 pub mod publish;
 pub mod pull;
 pub mod releases;

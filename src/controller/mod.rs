@@ -30,6 +30,7 @@ pub mod objects;
 pub mod poller;
 pub mod release;
 pub mod release_status;
+pub mod rollout;
 pub mod run;
 pub mod serve;
 pub mod stack;

@@ -12,3 +12,4 @@ pub mod releases;
 pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
 pub mod fixtures;
 pub mod operator;
+pub mod topology;
