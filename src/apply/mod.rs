@@ -6,6 +6,7 @@
 //! [`RELEASE_NAMESPACE_LABEL`], and nothing is pruned or deleted unless it still carries them for
 //! the same release.
 
+mod diff;
 mod discovery;
 
 use std::collections::HashSet;
@@ -18,6 +19,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, Patch
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+pub use diff::{DiffEntry, DiffReport, ObjectDiff, comparable, mask_secret, unified};
 pub use discovery::{DiscoveryCache, Resolved};
 
 use crate::api::{ResourceStatus, SyncStatus};
@@ -436,61 +438,14 @@ impl Applier {
 
     /// Applies one object; never fails, the outcome says how it went.
     async fn apply_one(&self, obj: &DynamicObject, owner: &ReleaseOwner, previous: &RecordedVersions) -> Outcome {
-        let mut key = Self::raw_key(obj);
         let fail = |key: ObjectKey, error: String| {
             tracing::warn!(object = %key, %error, "applying an object failed");
             Outcome { status: key.status(SyncStatus::NotSynced, error), key, change: Change::Failed }
         };
-        if key.kind.is_empty() || key.version.is_empty() {
-            return fail(key, "the object has no apiVersion or kind".into());
-        }
-        if key.name.is_empty() {
-            return fail(key, "the object has no metadata.name".into());
-        }
-        let resolved = match self.discovery.resolve(&key.gvk()).await {
-            Ok(Some(r)) => r,
-            Ok(None) => {
-                let error = format!("the cluster serves no kind {} in {}", key.kind, key.gvk().api_version());
-                return fail(key, error);
-            }
-            Err(e) => return fail(key, format!("discovery failed: {}", describe(&e))),
+        let Prepared { key, resolved, body } = match self.prepare(obj, owner).await {
+            Ok(p) => p,
+            Err(e) => return fail(e.key, e.message),
         };
-        // Namespaced kinds default to the release's namespace; cluster-scoped kinds never get one.
-        key.namespace = if resolved.namespaced {
-            obj.namespace().filter(|n| !n.is_empty()).unwrap_or_else(|| owner.namespace.clone())
-        } else {
-            String::new()
-        };
-        let mut body = match serde_json::to_value(obj) {
-            Ok(v) => v,
-            Err(e) => return fail(key, format!("the object cannot be serialised: {e}")),
-        };
-        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-            for server_owned in [
-                "managedFields",
-                "resourceVersion",
-                "uid",
-                "creationTimestamp",
-                "generation",
-                "deletionTimestamp",
-                "selfLink",
-            ] {
-                meta.remove(server_owned);
-            }
-            if key.namespace.is_empty() {
-                meta.remove("namespace");
-            } else {
-                meta.insert("namespace".into(), Value::String(key.namespace.clone()));
-            }
-            let labels = meta.entry("labels").or_insert_with(|| Value::Object(Default::default()));
-            if !labels.is_object() {
-                *labels = Value::Object(Default::default());
-            }
-            if let Some(labels) = labels.as_object_mut() {
-                labels.insert(RELEASE_LABEL.into(), Value::String(owner.release.clone()));
-                labels.insert(RELEASE_NAMESPACE_LABEL.into(), Value::String(owner.namespace.clone()));
-            }
-        }
         let api = self.api(&resolved, &key.namespace);
         // One request: the apply's answer carries the object's resourceVersion; an unchanged
         // object keeps the version recorded at the last apply, so a different one means the apply
@@ -524,6 +479,65 @@ impl Applier {
             }
             Err(e) => fail(key, format!("server-side apply failed: {}", describe(&e))),
         }
+    }
+
+    /// Makes a rendered object ready to apply: its kind resolved, its namespace defaulted (or
+    /// dropped for a cluster-scoped kind), our release labels set, server-owned metadata removed.
+    /// Shared by apply and diff, so a diff sends exactly what an apply would.
+    async fn prepare(&self, obj: &DynamicObject, owner: &ReleaseOwner) -> Result<Prepared, PrepareError> {
+        let mut key = Self::raw_key(obj);
+        let fail = |key: ObjectKey, message: String| PrepareError { key, message, unserved: false };
+        if key.kind.is_empty() || key.version.is_empty() {
+            return Err(fail(key, "the object has no apiVersion or kind".into()));
+        }
+        if key.name.is_empty() {
+            return Err(fail(key, "the object has no metadata.name".into()));
+        }
+        let resolved = match self.discovery.resolve(&key.gvk()).await {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                let message = format!("the cluster serves no kind {} in {}", key.kind, key.gvk().api_version());
+                return Err(PrepareError { key, message, unserved: true });
+            }
+            Err(e) => return Err(fail(key, format!("discovery failed: {}", describe(&e)))),
+        };
+        // Namespaced kinds default to the release's namespace; cluster-scoped kinds never get one.
+        key.namespace = if resolved.namespaced {
+            obj.namespace().filter(|n| !n.is_empty()).unwrap_or_else(|| owner.namespace.clone())
+        } else {
+            String::new()
+        };
+        let mut body = match serde_json::to_value(obj) {
+            Ok(v) => v,
+            Err(e) => return Err(fail(key, format!("the object cannot be serialised: {e}"))),
+        };
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            for server_owned in [
+                "managedFields",
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "deletionTimestamp",
+                "selfLink",
+            ] {
+                meta.remove(server_owned);
+            }
+            if key.namespace.is_empty() {
+                meta.remove("namespace");
+            } else {
+                meta.insert("namespace".into(), Value::String(key.namespace.clone()));
+            }
+            let labels = meta.entry("labels").or_insert_with(|| Value::Object(Default::default()));
+            if !labels.is_object() {
+                *labels = Value::Object(Default::default());
+            }
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(RELEASE_LABEL.into(), Value::String(owner.release.clone()));
+                labels.insert(RELEASE_NAMESPACE_LABEL.into(), Value::String(owner.namespace.clone()));
+            }
+        }
+        Ok(Prepared { key, resolved, body })
     }
 
     /// Waits until the named CRDs are established; returns those that were not in time.
@@ -633,6 +647,21 @@ impl Applier {
         }
         report
     }
+}
+
+/// A rendered object ready for server-side apply.
+struct Prepared {
+    key: ObjectKey,
+    resolved: Resolved,
+    body: Value,
+}
+
+/// Why an object cannot be sent at all.
+struct PrepareError {
+    key: ObjectKey,
+    message: String,
+    /// The cluster serves no such kind (perhaps a CRD of the same render would add it).
+    unserved: bool,
 }
 
 enum DeleteOutcome {

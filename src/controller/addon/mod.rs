@@ -697,8 +697,21 @@ pub fn render_bundle(
 /// when the Cluster is gone.
 async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<ClusterObjects>, ReconcileError> {
     let ns = cluster.namespace().unwrap_or_default();
-    let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
-    let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
+    read_cluster_objects(&ctx.client, ctx.applier.discovery(), &ns, &cluster.version.resource(), &cluster.name_any())
+        .await
+}
+
+/// [`cluster_objects`] for any client (also `clusterstack diff --addons`): the Cluster through
+/// `clusters` (its served version), its referenced objects through discovery.
+pub async fn read_cluster_objects(
+    client: &kube::Client,
+    discovery: &crate::apply::DiscoveryCache,
+    ns: &str,
+    clusters: &kube::api::ApiResource,
+    name: &str,
+) -> Result<Option<ClusterObjects>, ReconcileError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, clusters);
+    let Some(full) = api.get_opt(name).await? else { return Ok(None) };
     let mut out = ClusterObjects { cluster: serde_json::to_value(full)?, ..Default::default() };
     for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
         let r = &out.cluster["spec"][field];
@@ -709,12 +722,12 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
                 Some((g, v)) => Some(GroupVersionKind::gvk(g, v, kind)),
                 None => Some(GroupVersionKind::gvk("", av, kind)),
             },
-            (None, Some(group)) => preferred(ctx, group, kind).await,
+            (None, Some(group)) => preferred(discovery, group, kind).await,
             _ => None,
         };
         let Some(gvk) = gvk else { continue };
-        let Ok(Some(resolved)) = ctx.applier.discovery().resolve(&gvk).await else { continue };
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resolved.resource);
+        let Ok(Some(resolved)) = discovery.resolve(&gvk).await else { continue };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resolved.resource);
         if let Some(obj) = api.get_opt(name).await? {
             *slot = serde_json::to_value(obj)?;
         }
@@ -722,10 +735,11 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
     Ok(Some(out))
 }
 
-async fn preferred(ctx: &Context, group: &str, kind: &str) -> Option<GroupVersionKind> {
+/// The served version of a CAPI kind, newest first (`v1beta2`, then `v1beta1`).
+pub async fn preferred(discovery: &crate::apply::DiscoveryCache, group: &str, kind: &str) -> Option<GroupVersionKind> {
     for version in ["v1beta2", "v1beta1"] {
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        if let Ok(Some(_)) = ctx.applier.discovery().resolve(&gvk).await {
+        if let Ok(Some(_)) = discovery.resolve(&gvk).await {
             return Some(gvk);
         }
     }
