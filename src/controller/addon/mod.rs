@@ -73,6 +73,9 @@ pub mod reason {
     pub const ADDON_VERSION_UNCHANGED: &str = "AddonVersionUnchanged";
 }
 
+/// `Ready` reasons of a ClusterAddon that mean kstatus `Stalled`.
+pub const ADDON_STALLED_REASONS: &[&str] = &[reason::STAGE_FAILED, reason::RENDER_FAILED];
+
 /// Settings of the ClusterAddon controller.
 #[derive(Debug, Clone)]
 pub struct AddonSettings {
@@ -213,6 +216,11 @@ impl Pass<'_> {
         let generation = self.addon.metadata.generation;
         let c = conditions::condition(READY, if ok { TRUE } else { FALSE }, reason, message, generation);
         conditions::set_condition(&mut self.status.conditions, c, &self.now);
+        // kstatus: a failed stage or a render that fails needs a change (a new release, other
+        // values) to progress; anything else not ready is under way.
+        let progress = conditions::progress_from_ready(&self.status.conditions, ADDON_STALLED_REASONS);
+        conditions::set_progress(&mut self.status.conditions, progress, generation, &self.now);
+        self.status.observed_generation = generation;
         self.status.ready = ok;
     }
 
