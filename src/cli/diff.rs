@@ -128,7 +128,7 @@ fn kube_error(e: kube::Error) -> CliError {
 }
 
 /// A client for the kubeconfig of `--kubeconfig`, else the usual places (as kubectl).
-async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, CliError> {
+pub(super) async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, CliError> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)

@@ -4,6 +4,8 @@
 
 mod build;
 mod crds;
+pub mod describe;
+pub mod describe_tree;
 pub mod diff;
 mod install;
 pub use install::MALLOC_ARENA_MAX;
@@ -65,6 +67,8 @@ pub enum Command {
     /// Show what applying a release would change in the cluster (dry-run server-side apply);
     /// exits 0 when nothing would change, 1 when something would, 2 on an error.
     Diff(diff::DiffArgs),
+    /// Show one tree of a ClusterStack's state (releases, Clusters, addons, rollout), or of a Cluster's.
+    Describe(describe::DescribeArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
     Operator(Box<crate::controller::config::OperatorArgs>),
 }
@@ -136,6 +140,7 @@ fn colour_on_stderr() -> bool {
 pub async fn run(cli: Cli) -> Result<bool, CliError> {
     let result = match cli.command {
         Command::Diff(args) => return diff::run(args).await,
+        Command::Describe(args) => describe::run(args).await,
         Command::Crds(args) => crds::run(args),
         Command::Build(args) => build::run(args),
         Command::Render(args) => render::run(args).await,
