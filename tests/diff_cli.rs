@@ -182,6 +182,8 @@ async fn a_changed_render_shows_changes_creations_and_prunes() {
     let out = clusterstack(&kc, &["diff", chart.to_str().unwrap(), "-n", NS]).await;
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
+    // The README's sample (`cargo test --test diff_cli -- --nocapture`).
+    println!("{stdout}{stderr}");
     assert_eq!(out.status.code(), Some(1), "stdout: {stdout}\nstderr: {stderr}");
     // Changed: both machine templates, their mount's containerPath.
     assert_eq!(stdout.matches("-      - containerPath: /var/run/docker.sock\n").count(), 2, "{stdout}");
