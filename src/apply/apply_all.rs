@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::Value;
 
+use super::discovery::Resolved;
 use super::inventory::{Action, Change, ChangeSet, Identity, Inventory, ObjectKey};
 use super::{
     Applier, ApplyError, DEFAULT_CRD_TIMEOUT, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner, describe,
@@ -109,34 +110,13 @@ impl Applier {
 
     /// Applies one object; never fails, the change says how it went.
     async fn apply_one(&self, obj: &DynamicObject, owner: &ReleaseOwner, previous: &RecordedVersions) -> Change {
-        let mut key = ObjectKey::of(obj);
         let fail = |key: ObjectKey, error: String| {
             tracing::warn!(object = %key, %error, "applying an object failed");
             Change::failed(key, error)
         };
-        if key.kind.is_empty() || key.version.is_empty() {
-            return fail(key, "the object has no apiVersion or kind".into());
-        }
-        if key.name.is_empty() {
-            return fail(key, "the object has no metadata.name".into());
-        }
-        let resolved = match self.discovery.resolve(&key.gvk()).await {
-            Ok(Some(r)) => r,
-            Ok(None) => {
-                let error = format!("the cluster serves no kind {} in {}", key.kind, key.gvk().api_version());
-                return fail(key, error);
-            }
-            Err(e) => return fail(key, format!("discovery failed: {}", describe(&e))),
-        };
-        // Namespaced kinds default to the release's namespace; cluster-scoped kinds never get one.
-        key.namespace = if resolved.namespaced {
-            obj.namespace().filter(|n| !n.is_empty()).unwrap_or_else(|| owner.namespace.clone())
-        } else {
-            String::new()
-        };
-        let body = match apply_body(obj, &key, owner) {
-            Ok(v) => v,
-            Err(e) => return fail(key, format!("the object cannot be serialised: {e}")),
+        let Prepared { key, resolved, body } = match self.prepare(obj, owner).await {
+            Ok(p) => p,
+            Err(e) => return fail(e.key, e.message),
         };
         let api = self.api(&resolved, &key.namespace);
         // One request: the apply's answer carries the object's resourceVersion; an unchanged
@@ -165,6 +145,38 @@ impl Applier {
                 fail(key, error)
             }
             Err(e) => fail(key, format!("server-side apply failed: {}", describe(&e))),
+        }
+    }
+
+    /// Makes a rendered object ready to apply: its kind resolved, its namespace defaulted (or
+    /// dropped for a cluster-scoped kind), our release labels set, server-owned metadata removed.
+    /// Shared by apply and diff, so a diff sends exactly what an apply would.
+    pub(super) async fn prepare(&self, obj: &DynamicObject, owner: &ReleaseOwner) -> Result<Prepared, PrepareError> {
+        let mut key = ObjectKey::of(obj);
+        let fail = |key: ObjectKey, message: String| PrepareError { key, message, unserved: false };
+        if key.kind.is_empty() || key.version.is_empty() {
+            return Err(fail(key, "the object has no apiVersion or kind".into()));
+        }
+        if key.name.is_empty() {
+            return Err(fail(key, "the object has no metadata.name".into()));
+        }
+        let resolved = match self.discovery.resolve(&key.gvk()).await {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                let message = format!("the cluster serves no kind {} in {}", key.kind, key.gvk().api_version());
+                return Err(PrepareError { key, message, unserved: true });
+            }
+            Err(e) => return Err(fail(key, format!("discovery failed: {}", describe(&e)))),
+        };
+        // Namespaced kinds default to the release's namespace; cluster-scoped kinds never get one.
+        key.namespace = if resolved.namespaced {
+            obj.namespace().filter(|n| !n.is_empty()).unwrap_or_else(|| owner.namespace.clone())
+        } else {
+            String::new()
+        };
+        match apply_body(obj, &key, owner) {
+            Ok(body) => Ok(Prepared { key, resolved, body }),
+            Err(e) => Err(fail(key, format!("the object cannot be serialised: {e}"))),
         }
     }
 
@@ -225,4 +237,19 @@ fn apply_body(obj: &DynamicObject, key: &ObjectKey, owner: &ReleaseOwner) -> Res
         }
     }
     Ok(body)
+}
+
+/// A rendered object ready for server-side apply.
+pub(super) struct Prepared {
+    pub(super) key: ObjectKey,
+    pub(super) resolved: Resolved,
+    pub(super) body: Value,
+}
+
+/// Why an object cannot be sent at all.
+pub(super) struct PrepareError {
+    pub(super) key: ObjectKey,
+    pub(super) message: String,
+    /// The cluster serves no such kind (perhaps a CRD of the same render would add it).
+    pub(super) unserved: bool,
 }

@@ -20,6 +20,7 @@
 
 mod apply_all;
 mod delete;
+mod diff;
 mod discovery;
 mod inventory;
 pub mod order;
@@ -32,6 +33,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 
 pub use apply_all::ApplyOptions;
+pub use diff::{DiffEntry, DiffReport, ObjectDiff, comparable, mask_secret, unified};
 pub use discovery::{DiscoveryCache, Resolved};
 pub use inventory::{Action, Change, ChangeSet, Identity, Inventory, InventoryEntry, ObjectKey};
 pub use order::sort_for_apply;

@@ -72,6 +72,9 @@ pub mod reason {
     pub const ADDON_VERSION_UNCHANGED: &str = "AddonVersionUnchanged";
 }
 
+/// `Ready` reasons of a ClusterAddon that mean kstatus `Stalled`.
+pub const ADDON_STALLED_REASONS: &[&str] = &[reason::STAGE_FAILED, reason::RENDER_FAILED];
+
 /// Settings of the ClusterAddon controller.
 #[derive(Debug, Clone)]
 pub struct AddonSettings {
@@ -217,6 +220,11 @@ impl Pass<'_> {
         let generation = self.addon.metadata.generation;
         let c = conditions::condition(READY, if ok { TRUE } else { FALSE }, reason, message, generation);
         conditions::set_condition(&mut self.status.conditions, c, &self.now);
+        // kstatus: a failed stage or a render that fails needs a change (a new release, other
+        // values) to progress; anything else not ready is under way.
+        let progress = conditions::progress_from_ready(&self.status.conditions, ADDON_STALLED_REASONS);
+        conditions::set_progress(&mut self.status.conditions, progress, generation, &self.now);
+        self.status.observed_generation = generation;
         self.status.ready = ok;
     }
 
@@ -688,8 +696,21 @@ pub fn render_bundle(
 /// when the Cluster is gone.
 async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<ClusterObjects>, ReconcileError> {
     let ns = cluster.namespace().unwrap_or_default();
-    let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
-    let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
+    read_cluster_objects(&ctx.client, ctx.applier.discovery(), &ns, &cluster.version.resource(), &cluster.name_any())
+        .await
+}
+
+/// [`cluster_objects`] for any client (also `clusterstack diff --addons`): the Cluster through
+/// `clusters` (its served version), its referenced objects through discovery.
+pub async fn read_cluster_objects(
+    client: &kube::Client,
+    discovery: &crate::apply::DiscoveryCache,
+    ns: &str,
+    clusters: &kube::api::ApiResource,
+    name: &str,
+) -> Result<Option<ClusterObjects>, ReconcileError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, clusters);
+    let Some(full) = api.get_opt(name).await? else { return Ok(None) };
     let mut out = ClusterObjects { cluster: serde_json::to_value(full)?, ..Default::default() };
     for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
         let r = &out.cluster["spec"][field];
@@ -700,12 +721,12 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
                 Some((g, v)) => Some(GroupVersionKind::gvk(g, v, kind)),
                 None => Some(GroupVersionKind::gvk("", av, kind)),
             },
-            (None, Some(group)) => preferred(ctx, group, kind).await,
+            (None, Some(group)) => preferred(discovery, group, kind).await,
             _ => None,
         };
         let Some(gvk) = gvk else { continue };
-        let Ok(Some(resolved)) = ctx.applier.discovery().resolve(&gvk).await else { continue };
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resolved.resource);
+        let Ok(Some(resolved)) = discovery.resolve(&gvk).await else { continue };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resolved.resource);
         if let Some(obj) = api.get_opt(name).await? {
             *slot = serde_json::to_value(obj)?;
         }
@@ -713,10 +734,11 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
     Ok(Some(out))
 }
 
-async fn preferred(ctx: &Context, group: &str, kind: &str) -> Option<GroupVersionKind> {
+/// The served version of a CAPI kind, newest first (`v1beta2`, then `v1beta1`).
+pub async fn preferred(discovery: &crate::apply::DiscoveryCache, group: &str, kind: &str) -> Option<GroupVersionKind> {
     for version in ["v1beta2", "v1beta1"] {
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        if let Ok(Some(_)) = ctx.applier.discovery().resolve(&gvk).await {
+        if let Ok(Some(_)) = discovery.resolve(&gvk).await {
             return Some(gvk);
         }
     }
