@@ -264,7 +264,10 @@ pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<Rende
     let dirs: Vec<PathBuf> = names.iter().map(|n| bundle_dir.join(n)).collect();
     check_addon_value_names(bundle_dir, &dirs, ctx)?;
     for name in names {
-        let chart = render_addon(&bundle_dir.join(&name), ctx)?;
+        // An addon is its directory, as `clusteraddon.yaml` and the Go operator name it (scs2's
+        // `cni/` holds the chart `CNI`).
+        let mut chart = render_addon(&bundle_dir.join(&name), ctx)?;
+        chart.name = name.clone();
         for object in &chart.objects {
             all.push(object.clone());
             sources.push(format!("addon {name}"));
@@ -275,8 +278,15 @@ pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<Rende
     Ok(charts)
 }
 
+/// The platform values of the addon in `chart_dir`: by its directory's name (as
+/// `clusteraddon.yaml` names addons), else by its chart's name.
+fn platform_values<'a>(ctx: &'a RenderContext, chart_dir: &Path, chart_name: &str) -> Option<&'a serde_json::Value> {
+    let dir_name = chart_dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    dir_name.and_then(|d| ctx.addon_values.get(&d)).or_else(|| ctx.addon_values.get(chart_name))
+}
+
 /// Platform values for an addon the bundle does not have would be silently lost: refuse them.
-/// An addon is named by its `Chart.yaml` `name`, which the values are looked up by.
+/// An addon is named by its directory or its `Chart.yaml` `name` (see [`platform_values`]).
 fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderContext) -> Result<(), RenderError> {
     if ctx.addon_values.is_empty() {
         return Ok(());
@@ -286,7 +296,8 @@ fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderCont
         let chart_file = dir.join(CHART_FILE);
         let chart: ChartFile = serde_saphyr::from_str(&read_text(&chart_file)?)
             .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
-        known.extend(chart.name);
+        let dir_name = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+        known.extend(dir_name.into_iter().chain(chart.name).filter(|n| !known.contains(n)).collect::<Vec<_>>());
     }
     match ctx.addon_values.keys().find(|k| !known.contains(k)) {
         None => Ok(()),
@@ -342,7 +353,7 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
     // Platform values (`valuesFrom`, `render --values`) come last, over the overwrite, as `-f`
     // files given after it would.
     if ctx.cluster.is_some()
-        && let Some(platform) = ctx.addon_values.get(chart.name())
+        && let Some(platform) = platform_values(ctx, chart_dir, chart.name())
     {
         merge_values(&mut opts.values, platform.clone());
     }
@@ -466,7 +477,7 @@ fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedC
             merge_values(&mut values, overwrite);
             context["values"] = values.clone();
         }
-        if let Some(platform) = ctx.addon_values.get(&chart_name) {
+        if let Some(platform) = platform_values(ctx, chart_dir, &chart_name) {
             merge_values(&mut values, platform.clone());
             context["values"] = values;
         }
