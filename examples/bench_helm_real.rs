@@ -83,7 +83,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let charts = corpus.join("charts");
     println!("bench_helm_real: {n} rounds, median wall time, peak RSS; ours {}", ours.display());
-    println!("{:<28} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7}", "chart", "ours ms", "helm ms", "ratio", "ours MiB", "helm MiB", "ratio");
+    println!(
+        "{:<28} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7}",
+        "chart", "ours ms", "helm ms", "ratio", "ours MiB", "helm MiB", "ratio"
+    );
     let row = |name: &str, o: (Duration, f64), h: (Duration, f64)| {
         println!(
             "{name:<28} {:>10.1} {:>10.1} {:>6.2}× {:>9.1} {:>9.1} {:>6.2}×",

@@ -127,7 +127,10 @@ fn stack(dir: &Path, dependencies: &str) {
                 "clusteraddon.yaml",
                 "apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1\nclusterAddonVersion: clusteraddons.clusterstack.x-k8s.io/v1alpha1\naddonStages:\n  AfterControlPlaneInitialized:\n    - name: app\n      action: apply\n",
             ),
-            ("cluster-addon/app/Chart.yaml", &format!("apiVersion: v2\nname: app\nversion: v1\ndependencies:\n{dependencies}")),
+            (
+                "cluster-addon/app/Chart.yaml",
+                &format!("apiVersion: v2\nname: app\nversion: v1\ndependencies:\n{dependencies}"),
+            ),
         ],
     );
 }
@@ -163,7 +166,11 @@ fn the_highest_matching_version_is_fetched_verified_vendored_and_cached() {
     let repo = Repo::start();
     repo.serve_repo(
         "/r",
-        &[("lib", "1.0.0", chart("lib", "1.0.0")), ("lib", "1.2.0", chart("lib", "1.2.0")), ("lib", "2.0.0", chart("lib", "2.0.0"))],
+        &[
+            ("lib", "1.0.0", chart("lib", "1.0.0")),
+            ("lib", "1.2.0", chart("lib", "1.2.0")),
+            ("lib", "2.0.0", chart("lib", "2.0.0")),
+        ],
     );
     let src = tempfile::tempdir().unwrap();
     stack(src.path(), "  - name: lib\n    version: ^1.0.0\n    repository: https://charts.example.com/stable\n");
@@ -233,11 +240,10 @@ fn charts_already_vendored_are_used_offline_and_file_paths_are_packed() {
             ("local/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n"),
         ],
     );
-    let built = build_release_with(
-        &opts(src.path(), tempfile::tempdir().unwrap().path()),
-        &deps(&repo, &[("https://charts.example.com", "/r")], None),
-    )
-    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let built =
+        build_release_with(&opts(src.path(), out.path()), &deps(&repo, &[("https://charts.example.com", "/r")], None))
+            .unwrap();
     assert!(repo.asked().is_empty(), "{:?}", repo.asked());
     let files = addon_asset(&built.dir);
     assert_eq!(files["app/charts/lib-1.2.3.tgz"], chart("lib", "1.2.3"));
@@ -361,7 +367,6 @@ fn scs2_resolves_its_four_dependencies_from_a_loopback_repository() {
         ]
     );
 }
-
 
 /// The registry binary (`$CLUSTERSTACK_REGISTRY_BIN` or `docker-registry` on `PATH`), started on
 /// a free loopback port; `None` (a loud skip, a failure under `CI=true`) when missing.

@@ -69,10 +69,7 @@ fn a_plain_chart_renders_with_helms_flags() {
     assert_eq!(ours.len(), 2, "{ours:?}");
     assert_eq!(ours[0]["metadata"]["name"], "my-release-web");
     assert_eq!(ours[0]["metadata"]["namespace"], "apps");
-    assert_eq!(
-        ours[0]["data"],
-        serde_json::json!({"a": "chart", "b": "one", "c": "two", "kube": "v1.31.2"})
-    );
+    assert_eq!(ours[0]["data"], serde_json::json!({"a": "chart", "b": "one", "c": "two", "kube": "v1.31.2"}));
     assert_eq!(ours[1]["kind"], "CustomResourceDefinition");
 
     // Without --include-crds the CRD is left out, as helm template does.
@@ -84,7 +81,8 @@ fn a_plain_chart_renders_with_helms_flags() {
     let Some(helm) = helm() else { return };
     let out = Command::new(helm).arg("template").args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut theirs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let mut theirs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
     theirs.retain(|d| !d.is_null());
     theirs.sort_by_key(|o| format!("{}/{}", o["kind"], o["metadata"]["name"]));
     assert_eq!(ours, theirs);

@@ -211,10 +211,15 @@ fn plain_chart(args: &RenderArgs) -> Result<Option<PathBuf>, CliError> {
     let is_chart = path.join(CHART_FILE).is_file() || (path.is_file() && args.release().ends_with(".tgz"));
     if args.name().is_some() {
         if args.addons {
-            return Err(CliError::Usage("NAME is for a Helm chart rendered as helm template does, not with --addons".into()));
+            return Err(CliError::Usage(
+                "NAME is for a Helm chart rendered as helm template does, not with --addons".into(),
+            ));
         }
         if !is_chart {
-            return Err(CliError::Usage(format!("{}: not a chart directory (with Chart.yaml) or a chart .tgz", path.display())));
+            return Err(CliError::Usage(format!(
+                "{}: not a chart directory (with Chart.yaml) or a chart .tgz",
+                path.display()
+            )));
         }
         return Ok(Some(path.to_path_buf()));
     }
@@ -237,10 +242,12 @@ fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<Vec<DynamicObje
     opts.api_versions = args.api_versions.clone();
     for file in &args.values {
         let text = std::fs::read_to_string(file).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
-        let values = helm_render::values::parse_values(&text).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
+        let values =
+            helm_render::values::parse_values(&text).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
         render::merge_values(&mut opts.values, values);
     }
-    let rendered = render::render_helm_release(chart, &opts, args.skip_tests).map_err(|e| CliError::Usage(e.to_string()))?;
+    let rendered =
+        render::render_helm_release(chart, &opts, args.skip_tests).map_err(|e| CliError::Usage(e.to_string()))?;
     if rendered.objects.is_empty() {
         return Err(CliError::Usage(format!("{}: the chart rendered no objects", chart.display())));
     }
@@ -280,11 +287,12 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
     // A tag: through the source and the verified cache, as `pull` does.
     let source = args.source.open()?;
     let listing = source.list().await.map_err(SourceCliError::from)?;
-    let release = listing.releases.iter().find(|r| r.tag == args.release()).ok_or_else(|| SourceCliError::NotFound {
-        tag: args.release().to_string(),
-        source_name: source.name(),
-        hint: format!("not a directory either; {} releases listed", listing.releases.len()),
-    })?;
+    let release =
+        listing.releases.iter().find(|r| r.tag == args.release()).ok_or_else(|| SourceCliError::NotFound {
+            tag: args.release().to_string(),
+            source_name: source.name(),
+            hint: format!("not a directory either; {} releases listed", listing.releases.len()),
+        })?;
     let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
         .map_err(SourceCliError::from)?;
     let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;

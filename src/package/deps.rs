@@ -64,7 +64,10 @@ impl DependencyOptions {
 /// Why a dependency could not be vendored: names the chart, the dependency and its repository.
 pub(crate) fn dep_error(chart: &str, dep: &str, repository: &str, message: impl Into<String>) -> BuildError {
     let repository = if repository.is_empty() { "no repository" } else { repository };
-    BuildError::Config { file: format!("{chart}/Chart.yaml"), message: format!("dependency {dep} ({repository}): {}", message.into()) }
+    BuildError::Config {
+        file: format!("{chart}/Chart.yaml"),
+        message: format!("dependency {dep} ({repository}): {}", message.into()),
+    }
 }
 
 /// One chart to vendor: the name, the version constraint (exact when locked) and the repository.
@@ -161,7 +164,9 @@ pub fn vendor_chart(
         } else {
             let fetcher = match &mut fetcher {
                 Some(f) => f,
-                None => fetcher.insert(Fetcher::new(opts).map_err(|m| dep_error(label, &want.name, &want.repository, m))?),
+                None => {
+                    fetcher.insert(Fetcher::new(opts).map_err(|m| dep_error(label, &want.name, &want.repository, m))?)
+                }
             };
             fetcher.fetch(&want, &constraint).map_err(|m| dep_error(label, &want.name, &want.repository, m))?
         };

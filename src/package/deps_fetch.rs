@@ -31,6 +31,9 @@ pub(crate) struct Fetcher {
 
 impl Fetcher {
     pub fn new(opts: &DependencyOptions) -> Result<Self, String> {
+        // `build` is a library call too: a caller that did not install the TLS provider would
+        // otherwise get a panic from the first client built.
+        crate::install_crypto_provider();
         Ok(Self { opts: opts.clone() })
     }
 
@@ -117,16 +120,15 @@ async fn fetch_http(opts: &DependencyOptions, want: &Wanted, constraint: &Constr
     let repo = opts.rewrite(want.repository.trim_end_matches('/'));
     let index_url = format!("{repo}/index.yaml");
     let text = get(&http, &index_url, MAX_INDEX_BYTES).await?;
-    let index: Index = serde_saphyr::from_str(&String::from_utf8_lossy(&text)).map_err(|e| format!("{index_url}: not a chart index: {e}"))?;
+    let index: Index = serde_saphyr::from_str(&String::from_utf8_lossy(&text))
+        .map_err(|e| format!("{index_url}: not a chart index: {e}"))?;
     let entries = index.entries.get(&want.name).ok_or_else(|| format!("{index_url} lists no chart {}", want.name))?;
     let best = entries
         .iter()
         .filter_map(|e| Version::parse(&e.version).ok().filter(|v| constraint.check(v)).map(|v| (v, e)))
         .max_by(|(a, _), (b, _)| a.compare(b))
         .map(|(_, e)| e)
-        .ok_or_else(|| {
-            format!("{index_url} has no version of {} that satisfies {:?}", want.name, want.version)
-        })?;
+        .ok_or_else(|| format!("{index_url} has no version of {} that satisfies {:?}", want.name, want.version))?;
     let first = best.urls.first().ok_or_else(|| format!("{index_url}: {} {} has no URL", want.name, best.version))?;
     let url = match reqwest::Url::parse(first) {
         Ok(absolute) => opts.rewrite(absolute.as_str()),
@@ -205,7 +207,9 @@ async fn fetch_oci(
             tags.tags
                 .unwrap_or_default()
                 .into_iter()
-                .filter_map(|t| Version::parse(&t.replace('_', "+")).ok().filter(|v| constraint.check(v)).map(|v| (v, t)))
+                .filter_map(|t| {
+                    Version::parse(&t.replace('_', "+")).ok().filter(|v| constraint.check(v)).map(|v| (v, t))
+                })
                 .max_by(|(a, _), (b, _)| a.compare(b))
                 .map(|(_, t)| t)
                 .ok_or_else(|| format!("{what} has no tag that satisfies {:?}", want.version))?
@@ -243,7 +247,9 @@ async fn fetch_oci(
     let bytes = read_bounded(resp, MAX_CHART_BYTES).await?;
     let got = hex::encode(Sha256::digest(&bytes));
     if got != digest {
-        return Err(format!("{what}:{tag}: digest mismatch: the manifest says sha256:{digest}, the blob is sha256:{got}"));
+        return Err(format!(
+            "{what}:{tag}: digest mismatch: the manifest says sha256:{digest}, the blob is sha256:{got}"
+        ));
     }
     cache.put(&got, &bytes);
     Ok(bytes)

@@ -242,7 +242,10 @@ pub fn addon_names(bundle_dir: &Path) -> Result<Vec<String>, RenderError> {
         let entry = entry.map_err(|e| RenderError::io("cannot read", bundle_dir, e))?;
         let file_type = entry.file_type().map_err(|e| RenderError::io("cannot inspect", &entry.path(), e))?;
         // A symlinked chart directory counts as well (`is_dir` on the path follows links).
-        if (file_type.is_dir() || file_type.is_symlink()) && entry.path().is_dir() && entry.path().join(CHART_FILE).is_file() {
+        if (file_type.is_dir() || file_type.is_symlink())
+            && entry.path().is_dir()
+            && entry.path().join(CHART_FILE).is_file()
+        {
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
@@ -303,7 +306,10 @@ fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderCont
         None => Ok(()),
         Some(unknown) => Err(RenderError::Bundle {
             file: bundle_dir.display().to_string(),
-            message: format!("values are given for the addon {unknown:?}, which the release does not have (its addons: {})", known.join(", ")),
+            message: format!(
+                "values are given for the addon {unknown:?}, which the release does not have (its addons: {})",
+                known.join(", ")
+            ),
         }),
     }
 }

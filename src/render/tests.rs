@@ -412,9 +412,8 @@ fn platform_values_for_an_addon_the_release_lacks_are_refused() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
     );
     let values = std::collections::BTreeMap::from([("cin".to_string(), serde_json::json!({"c": 1}))]);
-    let msg = render_addons(dir.path(), &ctx().with_cluster(wl_cluster()).with_addon_values(values))
-        .unwrap_err()
-        .to_string();
+    let msg =
+        render_addons(dir.path(), &ctx().with_cluster(wl_cluster()).with_addon_values(values)).unwrap_err().to_string();
     assert!(msg.contains("the addon \"cin\""), "{msg}");
     assert!(msg.contains("its addons: cni"), "{msg}");
 }
