@@ -33,7 +33,11 @@ fn measure(mut command: Command) -> Run {
                 if let Some(mut e) = child.stderr.take() {
                     let _ = std::io::Read::read_to_string(&mut e, &mut err);
                 }
-                return Err(err.lines().last().unwrap_or("failed").to_string());
+                // Ours exits non-zero where helm prints nothing (every template empty or a
+                // test hook): the render was done all the same, so it is timed.
+                if !err.contains("rendered no objects") {
+                    return Err(err.lines().last().unwrap_or("failed").to_string());
+                }
             }
             return Ok((wall, peak));
         }
@@ -74,9 +78,11 @@ fn rounds(n: usize, make: impl Fn() -> Command) -> Run {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     let helm = std::env::var_os("CLUSTERSTACK_HELM").map(PathBuf::from).ok_or("set CLUSTERSTACK_HELM")?;
-    let corpus = std::env::var_os("CLUSTERSTACK_HELM_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/helm-corpus"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corpus = std::env::var_os("CLUSTERSTACK_HELM_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
+        let near = root.join("../shared/helm-corpus");
+        if near.is_dir() { near } else { root.join("../../shared/helm-corpus") }
+    });
     let ours = match std::env::var_os("CLUSTERSTACK_BIN") {
         Some(p) => PathBuf::from(p),
         None => std::env::current_exe()?.parent().and_then(Path::parent).ok_or("no target dir")?.join("clusterstack"),

@@ -275,9 +275,12 @@ fn a_lock_out_of_sync_with_chart_yaml_is_refused() {
 /// The corpus: `<repo>/../shared/helm-corpus` or `$CLUSTERSTACK_HELM_CORPUS`; under `CI=true` a
 /// missing corpus fails the test, otherwise it is skipped loudly.
 fn corpus(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("CLUSTERSTACK_HELM_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/helm-corpus"));
+    // `<repo>/../shared`; from a worktree under `<root>/wt/<branch>`, `<root>/shared`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("CLUSTERSTACK_HELM_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
+        let near = root.join("../shared/helm-corpus");
+        if near.is_dir() { near } else { root.join("../../shared/helm-corpus") }
+    });
     if dir.join("stacks").is_dir() {
         return Some(dir);
     }

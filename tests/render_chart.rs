@@ -180,3 +180,30 @@ fn helm() -> Option<PathBuf> {
     eprintln!("\n*** SKIPPED the comparison with helm: set CLUSTERSTACK_HELM ***\n");
     None
 }
+
+#[test]
+fn flags_a_release_does_not_take_are_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        &[
+            (
+                "docker-x-1-30-cluster-class/Chart.yaml",
+                "apiVersion: v2\nname: docker-x-1-30-cluster-class\nversion: v1\n",
+            ),
+            (
+                "docker-x-1-30-cluster-class/templates/cc.yaml",
+                "apiVersion: cluster.x-k8s.io/v1beta1\nkind: ClusterClass\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Version }}\n",
+            ),
+            ("v.yaml", "a: 1\n"),
+        ],
+    );
+    let class = dir.path().join("docker-x-1-30-cluster-class");
+    let ok = objects(&run(&["render", class.to_str().unwrap(), "-o", "json"]));
+    assert_eq!(ok[0]["metadata"]["name"], "docker-x-1-30-v1");
+    for extra in [&["-f", dir.path().join("v.yaml").to_str().unwrap()][..], &["--include-crds"][..]] {
+        let out = run(&[&["render", class.to_str().unwrap()][..], extra].concat());
+        assert!(!out.status.success(), "{extra:?}");
+        assert!(out.stdout.is_empty());
+    }
+}

@@ -137,6 +137,11 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         print!("{}", format_objects(&objects, args.output)?);
         return Ok(());
     }
+    if !args.addons && !args.values.is_empty() {
+        return Err(CliError::Usage(
+            "-f/--values: a release's cluster class takes no values; for addons use --addons -f ADDON=FILE".into(),
+        ));
+    }
     if args.include_crds || args.skip_tests || !args.api_versions.is_empty() {
         return Err(CliError::Usage(
             "--include-crds, --skip-tests and --api-versions are for a Helm chart rendered as helm template renders it; \
