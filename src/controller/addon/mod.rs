@@ -142,6 +142,11 @@ pub fn addon_owner(cluster: &ClusterKey) -> ReleaseOwner {
 /// One reconcile pass over a Cluster.
 pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, ReconcileError> {
     let started = std::time::Instant::now();
+    if cluster.metadata.deletion_timestamp.is_some() || class_usage(&cluster).is_none() {
+        // No stage of a deleted (or unmanaged) Cluster can be stuck: keep no alerting series.
+        let ns = cluster.metadata.namespace.as_deref().unwrap_or_default();
+        actx.ctx.metrics.addon_stage(ns, &cluster.name_any(), None);
+    }
     let Some(usage) = class_usage(&cluster) else { return Ok(Action::await_change()) };
     let key = usage.cluster.to_string();
     let result = reconcile_cluster(&cluster, &usage, &actx).await;
@@ -218,6 +223,9 @@ impl Pass<'_> {
 
     /// Writes the status when it changed.
     async fn save(&mut self) -> Result<(), ReconcileError> {
+        // The gauge follows the status even when nothing changed (a restarted operator starts empty).
+        let cluster = &self.usage.cluster;
+        self.actx.ctx.metrics.addon_stage(&cluster.namespace, &cluster.name, waiting_stage(&self.status));
         let old = self.addon.status.clone();
         if old.as_ref() == Some(&self.status) {
             return Ok(());
@@ -505,6 +513,15 @@ async fn run_stage(
     set_phase(pass, i, phase::DONE, None, None);
     pass.save().await?;
     Ok(StageStep::Done)
+}
+
+/// The stage a ClusterAddon waits in and since when (Unix seconds), for the stuck-stage alert.
+fn waiting_stage(status: &ClusterAddonStatus) -> Option<(&str, i64)> {
+    status.stages.iter().find_map(|s| {
+        let waiting = matches!(s.phase.as_deref(), Some(phase::WAITING_PRE | phase::WAITING_POST));
+        let since = s.started_at.as_ref()?.0.as_second();
+        waiting.then_some((s.name.as_str(), since))
+    })
 }
 
 fn set_phase(pass: &mut Pass<'_>, i: usize, phase_name: &str, started_at: Option<Time>, message: Option<String>) {
