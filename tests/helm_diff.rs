@@ -261,6 +261,13 @@ fn umbrella_with_aliased_vendored_subchart_matches_helm() {
     );
 }
 
+/// Kinds of difference the public corpus showed (`tests/helm_corpus.rs`): `.Values` methods,
+/// documents split at `---# comment`, unknown hook events dropped.
+#[test]
+fn helm_object_methods_document_splits_and_hooks_match_helm() {
+    run_cases("helm_object_methods_document_splits_and_hooks_match_helm", &[case("helm-semantics")]);
+}
+
 #[test]
 fn files_and_tpl_match_helm() {
     run_cases("files_and_tpl_match_helm", &[case("files")]);

@@ -115,10 +115,13 @@ pub fn check_class(class_tgz: &[u8], id: &ReleaseId, namespace: &str) -> Result<
         .map_err(|e| relabel(e, CLUSTER_CLASS_DIR))?;
     let mut classes = Vec::new();
     for m in &manifests {
-        let doc: serde_json::Value = serde_saphyr::from_str(&m.content).map_err(|e| BuildError::Config {
-            file: format!("{CLUSTER_CLASS_DIR}: {}", m.source),
-            message: format!("the rendered document is not YAML: {e}"),
-        })?;
+        // Read as the API server is given it: go-yaml, YAML 1.1 (see `render::objects`).
+        let doc = helm_render::yaml_to_value(&m.content)
+            .map_err(|e| BuildError::Config {
+                file: format!("{CLUSTER_CLASS_DIR}: {}", m.source),
+                message: format!("the rendered document is not YAML: {e}"),
+            })?
+            .to_json();
         if doc.get("kind").and_then(|k| k.as_str()) == Some("ClusterClass") {
             let name = doc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
             classes.push(name.to_string());

@@ -391,7 +391,8 @@ fn helm_objects(
         }
         let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
         let label = format!("{}/{inner}", chart.label);
-        for object in objects::parse_objects(&label, &m.content)? {
+        let index = sources.iter().filter(|s| **s == label).count() + 1;
+        if let Some(object) = objects::parse_helm_object(&label, index, &m.content)? {
             objects.push(object);
             sources.push(label.clone());
         }

@@ -65,26 +65,41 @@ pub(crate) fn parse_objects(file: &str, output: &str) -> Result<Vec<DynamicObjec
         if doc.is_null() {
             continue;
         }
-        let invalid = |message: &str| RenderError::InvalidObject {
-            file: file.to_string(),
-            index: index + 1,
-            message: message.to_string(),
-        };
-        let map = doc.as_object().ok_or_else(|| invalid("is not a mapping"))?;
-        for field in ["apiVersion", "kind"] {
-            match map.get(field) {
-                Some(serde_json::Value::String(s)) if !s.is_empty() => {}
-                _ => return Err(invalid(&format!("has no {field}"))),
-            }
-        }
-        match map.get("metadata").and_then(|m| m.get("name")) {
-            Some(serde_json::Value::String(s)) if !s.is_empty() => {}
-            _ => return Err(invalid("has no metadata.name")),
-        }
-        let object = into_dynamic_object(doc).map_err(|e| invalid(&e))?;
-        objects.push(object);
+        objects.push(check_object(file, index + 1, doc)?);
     }
     Ok(objects)
+}
+
+/// Parses one document of a Helm chart's output (already split where helm splits documents)
+/// as the API server is given it by helm and the Go operator: go-yaml v2 through
+/// sigs.k8s.io/yaml (YAML 1.1: `0755` is 493, `on` is true; lenient indentation of quoted
+/// scalars). `index` is the document's 1-based position in `file`. `None` for an empty document.
+pub(crate) fn parse_helm_object(file: &str, index: usize, doc: &str) -> Result<Option<DynamicObject>, RenderError> {
+    let value = helm_render::yaml_to_value(doc)
+        .map_err(|e| RenderError::NotYaml { file: file.to_string(), message: format!("in document {index}: {e}") })?
+        .to_json();
+    if value.is_null() {
+        return Ok(None);
+    }
+    check_object(file, index, value).map(Some)
+}
+
+/// Checks that a document is an object with `apiVersion`, `kind` and `metadata.name`.
+fn check_object(file: &str, index: usize, doc: serde_json::Value) -> Result<DynamicObject, RenderError> {
+    let invalid =
+        |message: &str| RenderError::InvalidObject { file: file.to_string(), index, message: message.to_string() };
+    let map = doc.as_object().ok_or_else(|| invalid("is not a mapping"))?;
+    for field in ["apiVersion", "kind"] {
+        match map.get(field) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+            _ => return Err(invalid(&format!("has no {field}"))),
+        }
+    }
+    match map.get("metadata").and_then(|m| m.get("name")) {
+        Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+        _ => return Err(invalid("has no metadata.name")),
+    }
+    into_dynamic_object(doc).map_err(|e| invalid(&e))
 }
 
 /// Splits a YAML stream before every `---` line at column 0. Such a line

@@ -417,3 +417,31 @@ fn platform_values_for_an_addon_the_release_lacks_are_refused() {
     assert!(msg.contains("the addon \"cin\""), "{msg}");
     assert!(msg.contains("its addons: cni"), "{msg}");
 }
+
+/// A Helm chart's documents are read as the API server gets them from helm (go-yaml, YAML 1.1);
+/// documents helm prints but no API server accepts stop the render, naming template and document.
+#[test]
+fn helm_documents_are_read_as_go_yaml_and_non_objects_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("c");
+    std::fs::create_dir_all(chart_dir.join("templates")).unwrap();
+    std::fs::write(chart_dir.join("Chart.yaml"), "apiVersion: v2\nname: c\nversion: v1\n").unwrap();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: m\nmode: 0755\nflag: on\nd: \"one\ntwo\"\n";
+    std::fs::write(chart_dir.join("templates/cm.yaml"), cm).unwrap();
+    let id = ReleaseId::from_tag("docker-ferrol-1-27-v1").unwrap();
+    let ctx = RenderContext::new(&id, "ns");
+    let objects = render_cluster_class(&chart_dir, &ctx).unwrap();
+    assert_eq!(objects[0].data["mode"], 493);
+    assert_eq!(objects[0].data["flag"], true);
+    assert_eq!(objects[0].data["d"], "one two");
+
+    for (bad, says) in [
+        ("apiVersion: v1\nmetadata:\n  name: x\n", "has no kind"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    a: 1\n", "metadata"),
+    ] {
+        std::fs::write(chart_dir.join("templates/bad.yaml"), format!("{cm}---\n{bad}")).unwrap();
+        let err = render_cluster_class(&chart_dir, &ctx).unwrap_err().to_string();
+        assert!(err.contains("templates/bad.yaml") && err.contains("2"), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}
