@@ -54,7 +54,7 @@ pub struct DiffArgs {
 /// Runs the diff; `Ok(true)` when something would change.
 pub async fn run(args: DiffArgs) -> Result<bool, CliError> {
     let render_args = RenderArgs {
-        release: args.release.clone(),
+        args: vec![args.release.clone()],
         source: args.source.clone(),
         cache: args.cache.clone(),
         tag: None,
@@ -63,6 +63,10 @@ pub async fn run(args: DiffArgs) -> Result<bool, CliError> {
         cluster: None,
         hook: None,
         values: Vec::new(),
+        kube_version: None,
+        include_crds: false,
+        api_versions: Vec::new(),
+        skip_tests: false,
         output: Format::Yaml,
     };
     let charts = super::render::resolve(&render_args).await?;
