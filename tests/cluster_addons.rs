@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::controller::addon::{self, AddonContext, AddonSettings, reason};
-use clusterstack::controller::context::{Context, Settings};
-use clusterstack::controller::metrics::Metrics;
+use clusterstack::controller::runtime::context::{Context, Settings};
+use clusterstack::controller::runtime::metrics::Metrics;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::fixtures::{capi_crds, load_yaml};
@@ -67,7 +67,7 @@ fn put_cluster(mgmt: &ApiServer, name: &str, class: &str, initialized: bool) -> 
     mgmt.put_object(cluster)
 }
 
-fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<clusterstack::controller::clusters::CapiCluster> {
+fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<clusterstack::controller::runtime::clusters::CapiCluster> {
     let v = mgmt.get_object(CLUSTER, "Cluster", Some(NS), name).expect("cluster");
     Arc::new(serde_json::from_value(v).unwrap())
 }

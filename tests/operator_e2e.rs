@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::api::{ClusterStack, ClusterStackRelease};
-use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::RunOptions;
+use clusterstack::controller::runtime::context::Settings;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};

@@ -56,7 +56,7 @@ pub enum Command {
     /// Push a built release directory to an OCI registry as an ORAS-style artifact.
     Publish(publish::PublishArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
-    Operator(Box<crate::controller::config::OperatorArgs>),
+    Operator(Box<crate::controller::runtime::config::OperatorArgs>),
 }
 
 /// Everything a command can fail with.

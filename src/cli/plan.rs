@@ -1,7 +1,7 @@
 //! `clusterstack plan`: the ClusterStack reconcile, offline.
 //!
 //! Reads ClusterStack manifests, lists their source, and runs the same keep-set
-//! planner the operator runs (`controller::keep::plan`), printing which
+//! planner the operator runs (`controller::stack::keep::plan`), printing which
 //! ClusterStackReleases would be kept, created or deleted and why. With
 //! `--render` it also fetches each kept release into the verified cache and
 //! lists the objects it would apply.
@@ -16,8 +16,8 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::api::{ClusterStack, ClusterStackRelease};
-use crate::controller::clusters::class_usages;
-use crate::controller::keep::{self, ExistingRelease, Plan};
+use crate::controller::runtime::clusters::class_usages;
+use crate::controller::stack::keep::{self, ExistingRelease, Plan};
 use crate::release::{KubernetesMinor, ReleaseId};
 use crate::render::{self, RenderContext};
 use crate::source::github::GitHubClient;
@@ -109,7 +109,7 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     if stacks.is_empty() {
         return Err(CliError::Usage(format!("{}: no ClusterStack object found", args.file.display())));
     }
-    let clusters: Vec<crate::controller::clusters::CapiCluster> = match &args.clusters {
+    let clusters: Vec<crate::controller::runtime::clusters::CapiCluster> = match &args.clusters {
         Some(path) => read_objects(path, "Cluster")?,
         None => Vec::new(),
     };
@@ -250,7 +250,7 @@ async fn render_kept(
 
 /// Per Cluster: would its addons be re-applied, and why.
 async fn addon_lines(
-    usages: &[crate::controller::clusters::ClassUsage],
+    usages: &[crate::controller::runtime::clusters::ClassUsage],
     addons: &[crate::api::ClusterAddon],
     listings: &BTreeMap<String, (AnySource, Result<Listing, String>)>,
     cache: Option<&ReleaseCache>,

@@ -15,24 +15,10 @@
 //! `docs/DESIGN.md` describes both reconcile loops.
 
 pub mod addon;
-pub mod backoff;
-pub mod cache_gc;
-pub mod clusters;
-
-pub mod config;
-pub mod context;
-pub mod events;
-pub mod keep;
-pub mod metrics;
-pub mod objects;
-pub mod poller;
 pub mod release;
-pub mod release_status;
 pub mod run;
-pub mod serve;
+pub mod runtime;
 pub mod stack;
-pub mod status;
-pub mod watch;
 
 /// The field manager of every server-side apply the operator makes: the apply engine's, so
 /// there is one field manager of our own.

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster_addon_name;
 use crate::api::ClusterAddon;
-use crate::controller::clusters;
+use crate::controller::runtime::clusters;
 
 /// The Runtime SDK hooks API version.
 pub const HOOKS_API: &str = "hooks.runtime.cluster.x-k8s.io/v1alpha1";

@@ -37,10 +37,10 @@ use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
 use crate::source::cache::FetchedRelease;
 use crate::source::{FetchPolicy, ListedRelease, ReleaseSource};
 
-use super::backoff::Backoff;
-use super::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
-use super::context::Context;
-use super::{ReconcileError, status_patch};
+use crate::controller::runtime::backoff::Backoff;
+use crate::controller::runtime::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
+use crate::controller::runtime::context::Context;
+use crate::controller::{ReconcileError, status_patch};
 use stages::{Action as StageAction, ClusterAddonConfig, Stage, WaitOutcome};
 use workload::{Workload, WorkloadClients};
 
@@ -803,7 +803,7 @@ async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<Fet
 /// trigger passes.
 pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
     use futures::StreamExt;
-    let Some(version) = super::watch::served_cluster_version(&actx.ctx).await else {
+    let Some(version) = crate::controller::runtime::watch::served_cluster_version(&actx.ctx).await else {
         tracing::info!("no Cluster API served: the ClusterAddon controller is idle");
         return;
     };
@@ -817,7 +817,7 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
         kube::runtime::WatchStreamExt::modify(
             kube::runtime::watcher(clusters, kube::runtime::watcher::Config::default()),
             move |c: &mut CapiCluster| {
-                super::watch::slim(c);
+                crate::controller::runtime::watch::slim(c);
                 // The version watched, whatever an item says (list items may omit `apiVersion`).
                 c.version = version;
             },

@@ -11,7 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::apply::Applier;
-use crate::controller::clusters::ClusterKey;
+use crate::controller::runtime::clusters::ClusterKey;
 
 /// The field manager of every apply into a workload cluster.
 pub const ADDON_FIELD_MANAGER: &str = "clusterstack-addons";

@@ -23,7 +23,7 @@ use std::fmt;
 use crate::api::{Channel, ClusterStack};
 use crate::release::{KubernetesMinor, ReleaseId, StackVersion};
 
-use super::clusters::{ClassUsage, ClusterKey};
+use crate::controller::runtime::clusters::{ClassUsage, ClusterKey};
 
 /// An existing ClusterStackRelease of the stack.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -217,7 +217,7 @@ pub fn status_changed(current: Option<&ClusterStackStatus>, new: &ClusterStackSt
 mod tests {
     use super::*;
     use crate::api::{ClusterStackReleaseSpec, ClusterStackReleaseStatus};
-    use crate::controller::keep::{KeepReason, KeptRelease};
+    use crate::controller::stack::keep::{KeepReason, KeptRelease};
 
     fn time(s: &str) -> Time {
         Time(s.parse().unwrap())
@@ -366,7 +366,7 @@ mod tests {
     fn plan_warnings_reach_the_synced_condition() {
         let now = time("2026-05-01T00:00:00Z");
         let mut plan = plan_keeping(&[], None);
-        plan.warnings.push(crate::controller::keep::PlanWarning::PinnedNotListed { version: "v7".into() });
+        plan.warnings.push(crate::controller::stack::keep::PlanWarning::PinnedNotListed { version: "v7".into() });
         let s = build_status(None, input(Some(&plan), &[], &SyncOutcome::Listed, &now));
         assert!(conditions::find(&s.conditions, RELEASES_SYNCED).unwrap().message.contains("pinned version v7"));
     }

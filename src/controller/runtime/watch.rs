@@ -33,7 +33,7 @@ use crate::apply::{RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
 
 use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
 use super::context::Context;
-use super::objects::STACK_LABEL;
+use crate::controller::stack::objects::STACK_LABEL;
 
 /// The label that assigns a ClusterStack (and its releases) to an operator shard.
 pub const SHARD_LABEL: &str = "clusterstack.x-k8s.io/shard";
@@ -191,11 +191,14 @@ impl Watches {
     /// copy of every Cluster's per reconcile costs megabytes with thousands of Clusters), once
     /// the Cluster index is synced (waits up to 30 s for it); an error when it is not: without
     /// the usages a plan could delete a release in use.
-    pub async fn cluster_usages_in(&self, class_namespace: &str) -> Result<Vec<ClassUsage>, super::ReconcileError> {
+    pub async fn cluster_usages_in(
+        &self,
+        class_namespace: &str,
+    ) -> Result<Vec<ClassUsage>, crate::controller::ReconcileError> {
         let mut synced = self.clusters_synced.subscribe();
         let waited = tokio::time::timeout(std::time::Duration::from_secs(30), synced.wait_for(|s| *s)).await;
         if !matches!(waited, Ok(Ok(_))) {
-            return Err(super::ReconcileError::Config("the CAPI Cluster watch has not synced yet".into()));
+            return Err(crate::controller::ReconcileError::Config("the CAPI Cluster watch has not synced yet".into()));
         }
         Ok(lock(&self.clusters).usages.values().filter(|u| u.class_namespace == class_namespace).cloned().collect())
     }

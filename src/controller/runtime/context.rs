@@ -18,10 +18,10 @@ use crate::source::{AnySource, ListedRelease, ReleaseCache, ReleaseSource, Sourc
 
 use super::backoff::{Backoff, BackoffConfig, RandomSource, thread_random};
 use super::metrics::Metrics;
-use super::objects::LastPoll;
 use super::poller::Pollers;
-use super::status::SyncOutcome;
 use super::watch::Watches;
+use crate::controller::stack::objects::LastPoll;
+use crate::controller::stack::status::SyncOutcome;
 
 /// The name the operator reports Events under.
 pub const REPORTER: &str = "clusterstack-operator";
@@ -73,7 +73,7 @@ impl Settings {
             gate: GateConfig::default(),
             shard: None,
             cache_grace: Duration::from_secs(3600),
-            addon_wait_deadline: super::addon::DEFAULT_WAIT_DEADLINE,
+            addon_wait_deadline: crate::controller::addon::DEFAULT_WAIT_DEADLINE,
         }
     }
 }

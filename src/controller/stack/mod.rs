@@ -1,6 +1,10 @@
 //! The ClusterStack reconciler: poll the source, keep the wanted releases, report status.
 //! The flowchart is `docs/DESIGN.md` §2; the decisions are the pure functions of
-//! [`keep`](super::keep) and [`status`](super::status).
+//! [`keep`] and [`status`].
+
+pub mod keep;
+pub mod objects;
+pub mod status;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,13 +19,13 @@ use crate::api::{ClusterStack, ClusterStackRelease};
 use crate::apply::FIELD_MANAGER;
 use crate::source::{ReleaseSource, SourceSpec};
 
-use super::backoff::{jittered, poll_interval};
+use crate::controller::runtime::backoff::{jittered, poll_interval};
 
-use super::context::{Context, StackPoll};
-use super::keep::{self, ExistingRelease};
-use super::objects::{LastPoll, STACK_LABEL, controlled_by, release_for};
-use super::status::{StatusInput, SyncOutcome, build_status, status_changed};
-use super::{ReconcileError, is_not_found};
+use crate::controller::runtime::context::{Context, StackPoll};
+use crate::controller::{ReconcileError, is_not_found};
+use keep::ExistingRelease;
+use objects::{LastPoll, STACK_LABEL, controlled_by, release_for};
+use status::{StatusInput, SyncOutcome, build_status, status_changed};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterstack";
@@ -75,7 +79,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
     }
     // The provider objects of its releases are watched: a regression reaches them in seconds.
     if let Some(kind) = stack.spec.provider_ref.as_ref().and_then(crate::provider::provider_object_kind) {
-        super::watch::watch_kind(ctx, &kind).await;
+        crate::controller::runtime::watch::watch_kind(ctx, &kind).await;
     }
     let interval = poll_interval(stack.spec.poll_interval.as_deref(), ctx.settings.poll_interval)
         .unwrap_or(ctx.settings.poll_interval);
@@ -101,7 +105,8 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
         // triggers them when the listing changed; a new `reconcile-requested-at` forces a poll.
         let previous = ctx.poll(key);
         let forced = previous.as_ref().is_some_and(|p| {
-            p.last.requested_at.as_deref() != stack.annotations().get(super::RECONCILE_REQUESTED_AT).map(String::as_str)
+            p.last.requested_at.as_deref()
+                != stack.annotations().get(crate::controller::RECONCILE_REQUESTED_AT).map(String::as_str)
         });
         let spec = source_spec(stack, ctx)?;
         let refused = previous.as_ref().is_some_and(|p| {
@@ -210,7 +215,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
         },
     );
     if status_changed(stack.status.as_ref(), &status) {
-        let body = super::status_patch(stack.status.as_ref(), &status)?;
+        let body = crate::controller::status_patch(stack.status.as_ref(), &status)?;
         stacks_api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await?;
     }
 

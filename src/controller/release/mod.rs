@@ -1,7 +1,9 @@
 //! The ClusterStackRelease reconciler: download into the cache, render, apply with the
 //! inventory, report; on deletion wait for Clusters, delete what the inventory lists, and drop
 //! the finalizer. The flowchart is `docs/DESIGN.md` §3; the status is built by the pure
-//! [`release_status`](super::release_status).
+//! [`status`].
+
+pub mod status;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,13 +22,13 @@ use crate::render::{RenderContext, render_cluster_class};
 use crate::source::cache::FetchedRelease;
 use crate::source::{AnySource, FetchPolicy, ListedRelease, ReleaseSource};
 
-use super::backoff::jittered;
-use super::clusters::clusters_using;
-use super::context::{Context, DownloadState, ReleaseMemo};
-use super::release_status::{ReleaseObservation, ReleaseStep, build_release_status};
-use super::stack::{key_of, source_spec};
-use super::{RELEASE_FINALIZER, ReconcileError, is_not_found};
 use crate::api::conditions::reason;
+use crate::controller::runtime::backoff::jittered;
+use crate::controller::runtime::clusters::clusters_using;
+use crate::controller::runtime::context::{Context, DownloadState, ReleaseMemo};
+use crate::controller::stack::{key_of, source_spec};
+use crate::controller::{RELEASE_FINALIZER, ReconcileError, is_not_found};
+use status::{ReleaseObservation, ReleaseStep, build_release_status};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterstackrelease";
@@ -77,7 +79,7 @@ async fn write_status(
         gate.record(&mut status, &now);
     }
     if release.status.as_ref() != Some(&status) {
-        let body = super::status_patch(release.status.as_ref(), &status)?;
+        let body = crate::controller::status_patch(release.status.as_ref(), &status)?;
         match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
             Ok(_) => {}
             // Gone while we worked (deleted with its stack): nothing left to report on.
@@ -212,7 +214,7 @@ async fn reconcile_inner(
     kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
     kinds.dedup();
     for kind in &kinds {
-        super::watch::watch_kind(ctx, kind).await;
+        crate::controller::runtime::watch::watch_kind(ctx, kind).await;
     }
     for created in &report.created {
         tracing::debug!(release = %key, kind = %created.kind, name = %created.name, "created object");

@@ -156,7 +156,7 @@ impl EventRecorder {
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => return Ok(()),
                 // Expired on the server (its TTL is an hour): start a new series.
-                Err(e) if super::is_not_found(&e) => {
+                Err(e) if crate::controller::is_not_found(&e) => {
                     self.book().forget(key);
                 }
                 Err(e) => return Err(e),

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 
 use crate::source::{ListedRelease, ReleaseSource, SourceError};
 
-use super::status::SyncOutcome;
+use crate::controller::stack::status::SyncOutcome;
 
 /// The last listing of one source.
 #[derive(Debug, Clone)]

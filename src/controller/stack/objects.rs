@@ -10,7 +10,7 @@ use kube::Resource;
 use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseSpec};
 use crate::release::ReleaseId;
 
-use super::RECONCILE_REQUESTED_AT;
+use crate::controller::RECONCILE_REQUESTED_AT;
 
 /// Label on each ClusterStackRelease naming its ClusterStack, for label selectors.
 pub const STACK_LABEL: &str = "clusterstack.x-k8s.io/cluster-stack";
@@ -35,8 +35,10 @@ pub fn release_for(stack: &ClusterStack, id: &ReleaseId) -> Result<ClusterStackR
     release.metadata.owner_references = Some(vec![owner]);
     let mut labels = BTreeMap::from([(STACK_LABEL.to_string(), stack.metadata.name.clone().unwrap_or_default())]);
     // A release belongs to its stack's shard.
-    if let Some(shard) = stack.metadata.labels.as_ref().and_then(|l| l.get(super::watch::SHARD_LABEL)) {
-        labels.insert(super::watch::SHARD_LABEL.to_string(), shard.clone());
+    if let Some(shard) =
+        stack.metadata.labels.as_ref().and_then(|l| l.get(crate::controller::runtime::watch::SHARD_LABEL))
+    {
+        labels.insert(crate::controller::runtime::watch::SHARD_LABEL.to_string(), shard.clone());
     }
     release.metadata.labels = Some(labels);
     Ok(release)
