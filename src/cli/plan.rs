@@ -255,7 +255,8 @@ async fn addon_lines(
     listings: &BTreeMap<String, (AnySource, Result<Listing, String>)>,
     cache: Option<&ReleaseCache>,
 ) -> String {
-    use crate::controller::addon::{addon_decision, cluster_addon_name};
+    use crate::controller::addon::cluster_addon_name;
+    use crate::controller::addon::decide::addon_decision;
     let mut out = String::from("\nCluster addons:\n");
     for usage in usages {
         let tag = usage.class.tag();

@@ -1,0 +1,214 @@
+//! The stage runner: one stage of `clusteraddon.yaml` as far as it goes (pre-condition, apply or
+//! delete, post-condition), every step written to `ClusterAddon.status` before it returns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::Value;
+
+use crate::api::conditions::{self, FALSE, READY, TRUE};
+use crate::api::{ClusterAddon, ClusterAddonStatus, ResourceStatus};
+use crate::apply::ApplyOptions;
+use crate::controller::runtime::clusters::ClassUsage;
+use crate::controller::{ReconcileError, status_patch};
+
+use super::inventory::{identity, merge_inventory, object_identity};
+use super::render::RenderedRelease;
+use super::stages::{self, Action as StageAction, Stage, WaitOutcome};
+use super::workload::Workload;
+use super::{AddonContext, WAIT_POLL, addon_owner, phase, reason};
+
+/// What one pass decided; the status is written once at the end of each step.
+pub(super) struct Pass<'a> {
+    pub(super) actx: &'a AddonContext,
+    pub(super) usage: &'a ClassUsage,
+    pub(super) addon: ClusterAddon,
+    pub(super) status: ClusterAddonStatus,
+    pub(super) now: Time,
+}
+
+impl Pass<'_> {
+    pub(super) fn condition(&mut self, ok: bool, reason: &str, message: impl Into<String>) {
+        let generation = self.addon.metadata.generation;
+        let c = conditions::condition(READY, if ok { TRUE } else { FALSE }, reason, message, generation);
+        conditions::set_condition(&mut self.status.conditions, c, &self.now);
+        self.status.ready = ok;
+    }
+
+    /// Writes the status when it changed.
+    pub(super) async fn save(&mut self) -> Result<(), ReconcileError> {
+        let old = self.addon.status.clone();
+        if old.as_ref() == Some(&self.status) {
+            return Ok(());
+        }
+        let api: Api<ClusterAddon> = Api::namespaced(self.actx.ctx.client.clone(), &self.usage.cluster.namespace);
+        let patch = status_patch(old.as_ref(), &self.status)?;
+        let updated = api.patch_status(&self.addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        self.addon = updated;
+        self.addon.status = Some(self.status.clone());
+        Ok(())
+    }
+}
+
+pub(super) async fn unreachable_workload(pass: &mut Pass<'_>, message: String) -> Result<Action, ReconcileError> {
+    pass.actx.workloads.forget(&pass.usage.cluster);
+    pass.condition(false, reason::WORKLOAD_UNREACHABLE, message.clone());
+    pass.save().await?;
+    Err(ReconcileError::Config(format!("workload cluster {}: {message}", pass.usage.cluster)))
+}
+
+pub(super) enum StageStep {
+    Done,
+    Wait(Duration),
+}
+
+/// Runs stage `i` as far as it goes: pre-condition, apply or delete, post-condition.
+pub(super) async fn run_stage(
+    pass: &mut Pass<'_>,
+    workload: &Workload,
+    rendered: &RenderedRelease,
+    i: usize,
+    stage: &Stage,
+) -> Result<StageStep, ReconcileError> {
+    let current = pass.status.stages.get(i).and_then(|s| s.phase.clone()).unwrap_or_default();
+    match current.as_str() {
+        phase::DONE => return Ok(StageStep::Done),
+        phase::FAILED => return Ok(StageStep::Wait(Duration::from_secs(300))),
+        _ => {}
+    }
+    let hook = pass.status.current_hook.clone().unwrap_or_default();
+    if current != phase::WAITING_POST {
+        if let Some(wait) = &stage.wait_for_pre_condition
+            && let Some(step) =
+                wait_for(pass, workload, i, wait, phase::WAITING_PRE, "waitForPreCondition", &hook).await?
+        {
+            return Ok(step);
+        }
+        let objects =
+            rendered.charts.iter().find(|c| c.name == stage.name).map(|c| c.objects.clone()).unwrap_or_default();
+        let owner = addon_owner(&pass.usage.cluster);
+        match stage.action {
+            StageAction::Apply => {
+                let report = match workload.applier.apply(&objects, &ApplyOptions::new(owner)).await {
+                    Ok(r) => r,
+                    Err(e) => return unreachable_workload(pass, e.to_string()).await.map(|_| StageStep::Done),
+                };
+                merge_inventory(&mut pass.status.resources, &report.inventory);
+                if !report.all_synced() {
+                    let first = report
+                        .failures()
+                        .next()
+                        .map(|f| format!("{} {}: {}", f.kind, f.name, f.error))
+                        .unwrap_or_default();
+                    pass.condition(false, reason::APPLY_FAILED, format!("stage {} ({hook}): {first}", stage.name));
+                    pass.save().await?;
+                    return Err(ReconcileError::Config(format!("stage {}: objects not applied", stage.name)));
+                }
+            }
+            StageAction::Delete => {
+                let ids: BTreeSet<_> = objects.iter().map(object_identity).collect();
+                let targets: Vec<ResourceStatus> =
+                    pass.status.resources.iter().filter(|r| ids.contains(&identity(r))).cloned().collect();
+                let report = workload.applier.delete_all(&targets, &owner).await;
+                if !report.is_complete() {
+                    let (k, e) = &report.failed[0];
+                    pass.condition(
+                        false,
+                        reason::APPLY_FAILED,
+                        format!("stage {} ({hook}): deleting {k}: {e}", stage.name),
+                    );
+                    pass.save().await?;
+                    return Err(ReconcileError::Config(format!("stage {}: objects not deleted", stage.name)));
+                }
+                pass.status.resources.retain(|r| !ids.contains(&identity(r)));
+            }
+        }
+        set_phase(pass, i, phase::WAITING_POST, None, None);
+    }
+    if let Some(wait) = &stage.wait_for_post_condition
+        && let Some(step) =
+            wait_for(pass, workload, i, wait, phase::WAITING_POST, "waitForPostCondition", &hook).await?
+    {
+        return Ok(step);
+    }
+    set_phase(pass, i, phase::DONE, None, None);
+    pass.save().await?;
+    Ok(StageStep::Done)
+}
+
+fn set_phase(pass: &mut Pass<'_>, i: usize, phase_name: &str, started_at: Option<Time>, message: Option<String>) {
+    if let Some(s) = pass.status.stages.get_mut(i) {
+        s.phase = Some(phase_name.into());
+        s.started_at = started_at;
+        s.message = message;
+    }
+}
+
+/// Evaluates a wait; `None` when it is met, else the step (wait again, or failed after the deadline).
+async fn wait_for(
+    pass: &mut Pass<'_>,
+    workload: &Workload,
+    i: usize,
+    wait: &stages::WaitCondition,
+    waiting_phase: &str,
+    what: &str,
+    hook: &str,
+) -> Result<Option<StageStep>, ReconcileError> {
+    let objects = read_keyed(workload, wait).await;
+    let message = match stages::evaluate(wait, &objects) {
+        WaitOutcome::Met => return Ok(None),
+        WaitOutcome::NotMet(m) => m,
+    };
+    let stage_name = pass.status.stages.get(i).map(|s| s.name.clone()).unwrap_or_default();
+    let started = pass
+        .status
+        .stages
+        .get(i)
+        .filter(|s| s.phase.as_deref() == Some(waiting_phase))
+        .and_then(|s| s.started_at.clone())
+        .unwrap_or_else(|| pass.now.clone());
+    let waited = pass.now.0.duration_since(started.0).unsigned_abs();
+    if waited >= pass.actx.settings.wait_deadline {
+        let text = format!(
+            "stage {stage_name} ({hook}): {what} not met after {}: {message}",
+            humantime::format_duration(pass.actx.settings.wait_deadline)
+        );
+        set_phase(pass, i, phase::FAILED, Some(started), Some(text.clone()));
+        pass.condition(false, reason::STAGE_FAILED, text);
+        pass.save().await?;
+        return Ok(Some(StageStep::Wait(Duration::from_secs(300))));
+    }
+    set_phase(pass, i, waiting_phase, Some(started), Some(message.clone()));
+    pass.condition(false, reason::STAGE_RUNNING, format!("stage {stage_name} ({hook}): {what}: {message}"));
+    pass.save().await?;
+    let left = pass.actx.settings.wait_deadline.saturating_sub(waited);
+    Ok(Some(StageStep::Wait(WAIT_POLL.min(left.max(Duration::from_millis(100))))))
+}
+
+/// Reads the keyed objects of a wait from the workload cluster (missing or unreadable: absent).
+async fn read_keyed(workload: &Workload, wait: &stages::WaitCondition) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for k in &wait.objects {
+        let (group, version) = match k.api_version.rsplit_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", k.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &k.kind);
+        let Ok(Some(resolved)) = workload.applier.discovery().resolve(&gvk).await else { continue };
+        let api: Api<DynamicObject> = match (&k.namespace, resolved.namespaced) {
+            (Some(ns), true) => Api::namespaced_with(workload.client.clone(), ns, &resolved.resource),
+            (None, true) => Api::namespaced_with(workload.client.clone(), "default", &resolved.resource),
+            _ => Api::all_with(workload.client.clone(), &resolved.resource),
+        };
+        if let Ok(Some(obj)) = api.get_opt(&k.name).await
+            && let Ok(v) = serde_json::to_value(&obj)
+        {
+            out.insert(k.key.clone(), v);
+        }
+    }
+    out
+}
