@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use clusterstack::render::helm::{HelmOptions, load_chart, render_chart};
+use helm_render::{HelmOptions, load_chart, render_chart};
 
 const SUB_TEMPLATES: usize = 120;
 const PARENT_TEMPLATES: usize = 10;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clusterstack::render::helm::{HelmOptions, load_chart, render_chart};
+use helm_render::{HelmOptions, load_chart, render_chart};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

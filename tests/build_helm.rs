@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use clusterstack::package::build::{BuildError, BuildOptions, build_release};
 use clusterstack::release::{ReleaseMetadata, StackVersion};
-use clusterstack::render::helm::{HelmOptions, load_chart, render_chart};
+use helm_render::{HelmOptions, load_chart, render_chart};
 
 fn source() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/helm-stack")

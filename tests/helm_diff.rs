@@ -1,5 +1,5 @@
 //! Differential tests: every chart of `tests/charts/` rendered by the real `helm template` and by
-//! `clusterstack::render::helm`, compared object by object (key `apiVersion/kind/namespace/name`)
+//! the `clusterstack-helm` crate, compared object by object (key `apiVersion/kind/namespace/name`)
 //! after normalising only what Helm makes random (generated keys and certificates, random
 //! strings, uuids, timestamps). A mismatch prints a line diff per object.
 //!
@@ -16,8 +16,8 @@ mod helm;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use clusterstack::render::gotmpl::yaml_to_value;
-use clusterstack::render::helm::{HelmOptions, load_chart, render_chart};
+use helm_render::yaml_to_value;
+use helm_render::{HelmOptions, load_chart, render_chart};
 use serde_json::Value as Json;
 
 /// Known differences, each written up in MISMATCHES.md for its owner: (chart, kube version

@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use clusterstack::render::gotmpl::{ExecOptions, MissingKey, Templates, Value, execute, helm_func_map, yaml_to_value};
+use gotmpl::{ExecOptions, MissingKey, Templates, Value, execute};
+use helm_render::{helm_func_map, yaml_to_value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -17,8 +17,8 @@ use serde::Deserialize;
 
 use super::build::{BuildError, CLUSTER_ADDON_DIR, CLUSTER_CLASS_DIR};
 use crate::release::{ReleaseId, StackVersion};
-use crate::render::helm::{HelmOptions, load_chart, render_chart};
 use crate::render::{CHART_FILE, RenderError};
+use helm_render::{HelmOptions, load_chart, render_chart};
 
 /// The single-chart addon layout's values template (release asset).
 pub const ADDON_VALUES_FILE: &str = "cluster-addon-values.yaml";
@@ -176,12 +176,12 @@ pub fn check_addons(addon_dir: &Path, single_chart: bool, kube_version: &str) ->
 }
 
 /// Names the source part in a render error instead of a temp path.
-fn relabel(e: RenderError, part: &str) -> BuildError {
+fn relabel(e: helm_render::HelmError, part: &str) -> BuildError {
     match e {
-        RenderError::Chart { chart, message } if chart.contains("/tmp") || chart.contains(".tmp") => {
+        helm_render::HelmError::Chart { chart, message } if chart.contains("/tmp") || chart.contains(".tmp") => {
             BuildError::Render(RenderError::Chart { chart: part.to_string(), message })
         }
-        other => BuildError::Render(other),
+        other => BuildError::Render(other.into()),
     }
 }
 

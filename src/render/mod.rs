@@ -14,8 +14,6 @@
 //! for duplicates and returned in apply order ([`sort_for_apply`]).
 
 mod engine;
-pub mod gotmpl;
-pub mod helm;
 mod objects;
 
 use std::path::{Path, PathBuf};
@@ -165,6 +163,15 @@ pub enum RenderError {
     NoCluster(String),
 }
 
+impl From<helm_render::HelmError> for RenderError {
+    fn from(e: helm_render::HelmError) -> Self {
+        match e {
+            helm_render::HelmError::Chart { chart, message } => RenderError::Chart { chart, message },
+            helm_render::HelmError::Template { file, line, message } => RenderError::Template { file, line, message },
+        }
+    }
+}
+
 impl RenderError {
     fn io(context: &'static str, path: &Path, source: std::io::Error) -> Self {
         RenderError::Io { context, path: path.to_path_buf(), source }
@@ -275,16 +282,16 @@ pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCha
 /// (as `helm template` prints them); `helm test` resources are not objects
 /// to apply and are left out.
 fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
-    let mut chart = helm::load_chart(chart_dir)?;
+    let mut chart = helm_render::load_chart(chart_dir)?;
     chart.label = chart_dir.display().to_string();
     let mut opts = match &ctx.cluster {
         Some(_) => {
-            let mut o = helm::HelmOptions::new(ADDON_RELEASE_NAME, ADDON_NAMESPACE);
+            let mut o = helm_render::HelmOptions::new(ADDON_RELEASE_NAME, ADDON_NAMESPACE);
             o.include_crds = true;
             o.kube_version = ctx.kube_version.clone();
             o
         }
-        None => helm::HelmOptions::new(ctx.release_name.as_str(), ctx.namespace.as_str()),
+        None => helm_render::HelmOptions::new(ctx.release_name.as_str(), ctx.namespace.as_str()),
     };
     opts.limits = gotmpl::ExecLimits {
         max_steps: ctx.limits.fuel,
@@ -301,7 +308,7 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
                 render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
         }
     }
-    let manifests = helm::render_chart(&chart, &opts)?;
+    let manifests = helm_render::render_chart(&chart, &opts)?;
     let (mut objects, mut sources) = (Vec::new(), Vec::new());
     for m in manifests {
         if m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))) {
@@ -331,13 +338,13 @@ pub fn render_values_template(
     limits: &RenderLimits,
 ) -> Result<serde_json::Value, RenderError> {
     let bad = |message: String| RenderError::Bundle { file: file.to_string(), message };
-    let doc = gotmpl::yaml_to_value(text).map_err(&bad)?.to_json();
+    let doc = helm_render::yaml_to_value(text).map_err(&bad)?.to_json();
     let template = match doc.get("values") {
         Some(serde_json::Value::String(t)) => t.clone(),
         None | Some(serde_json::Value::Null) => return Ok(serde_json::Value::Object(Default::default())),
         Some(_) => return Err(bad("the key values must hold a template as text (values: |)".into())),
     };
-    let funcs = gotmpl::helm_func_map();
+    let funcs = helm_render::helm_func_map();
     let mut set = gotmpl::Templates::new();
     // Lines of the template count from the line after `values:`.
     let offset = text.lines().position(|l| l.starts_with("values:")).map(|i| i + 1).unwrap_or(0);
@@ -356,7 +363,7 @@ pub fn render_values_template(
         ..gotmpl::ExecOptions::default()
     };
     let out = gotmpl::execute(&set, file, &data, &funcs, &opts).map_err(|e| values_template_error(file, offset, &e))?;
-    helm::values::parse_values(&out).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
+    helm_render::values::parse_values(&out).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
 }
 
 fn values_template_error(file: &str, offset: usize, e: &gotmpl::TemplateError) -> RenderError {
@@ -411,7 +418,7 @@ fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedC
     let rendered = parallel_map(&names, |name| {
         let label = bundle.label(name);
         let output = bundle.render(name, &context)?;
-        Ok((label.clone(), objects::parse_objects(&label, &output)?))
+        Ok::<_, RenderError>((label.clone(), objects::parse_objects(&label, &output)?))
     });
     let (mut objects, mut sources) = (Vec::new(), Vec::new());
     // In template order, so the first error reported does not depend on thread timing.

@@ -23,8 +23,8 @@ mod strings;
 
 use std::borrow::Cow;
 
-use super::func::{Func, FuncMap, Host, Param, Signature};
-use super::value::{FuncError, Value};
+use gotmpl::func::{Func, FuncMap, Host, Param, Signature};
+use gotmpl::value::{FuncError, Value};
 
 pub use dates::GoTime;
 pub(crate) use encoding::json_float as encoding_json_float;

@@ -1,8 +1,8 @@
 //! Sprig's list functions (list.go).
 
 use super::{deep_equal, err, items, kind, reg, regv, to_int64};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, Int};
 
@@ -148,7 +148,7 @@ pub(super) fn register(m: &mut FuncMap) {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     fn abc() -> Value {
         li(vec![st("a"), st("b"), st("c")])

@@ -1,13 +1,13 @@
-//! Go `text/template` with the Sprig library and Helm's functions, in Rust:
-//! the engine that renders Helm charts as `helm template` does.
+//! Go's `text/template` in Rust: the lexer, parser and executor with Go's
+//! rules (missing keys, truthiness, comparison, argument conversion, error
+//! wording) and Go's builtins. It knows nothing of Sprig or Helm: function
+//! libraries are ordinary [`FuncMap`]s given when a set is parsed, as in Go.
 //!
 //! - `value`: Go values as templates see them (`Value`, `Object`).
 //! - `func`: the function interface (`Func`, `Signature`, `Host`, `FuncMap`).
 //! - `lex`, `parse`: Go's template lexer and parser (`Templates`, a parsed set).
 //! - `exec`: execution (`execute`, Go's builtins, the `Host` for `include`/`tpl`).
 //! - `fmt`: Go's `fmt` verbs for values (`sprint`, `sprintf`, `%v`).
-//! - `sprig`, `helmfuncs`: the function library (Sprig and Helm's own).
-//! - `goyaml`: YAML as Helm reads and writes it (`toYaml`, values files).
 
 mod builtins;
 mod exec;
@@ -29,9 +29,3 @@ pub use fmt::{format_value, sprint, sprintf, sprintln};
 pub use func::{Func, FuncMap, Host, Param, Signature};
 pub use parse::Templates;
 pub use value::{FuncError, Map, Object, Value};
-pub mod goyaml;
-pub mod helmfuncs;
-pub mod sprig;
-
-pub use goyaml::{value_to_yaml, yaml_to_value};
-pub use helmfuncs::helm_func_map;

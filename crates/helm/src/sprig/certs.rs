@@ -17,8 +17,8 @@ use rsa::pkcs1::{DecodeRsaPrivateKey, EncodeRsaPrivateKey};
 use rsa::pkcs8::EncodePrivateKey;
 
 use super::{i, reg, s};
-use crate::render::gotmpl::func::{FuncMap, Host, Param};
-use crate::render::gotmpl::value::{FuncError, Object, Value};
+use gotmpl::func::{FuncMap, Host, Param};
+use gotmpl::value::{FuncError, Object, Value};
 
 use Param::{Any, Int, List, String as Str};
 

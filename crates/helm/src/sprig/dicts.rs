@@ -4,8 +4,8 @@
 use std::rc::Rc;
 
 use super::{err, reg, regv, s, strval};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Map, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Map, Value};
 
 use Param::{Any, Bool, Map as PMap, String as Str};
 
@@ -183,7 +183,7 @@ pub(crate) fn merge_into(dst: &Map, src: &Map, overwrite: bool) {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn dict_functions_as_sprig() {

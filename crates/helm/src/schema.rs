@@ -533,20 +533,20 @@ s1:
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
             std::fs::write(path, text).expect("write");
         }
-        let chart = crate::render::helm::load_chart(dir.path()).expect("loads");
-        let opts = crate::render::helm::HelmOptions::new("r", "default");
-        let err = crate::render::helm::render_chart(&chart, &opts).expect_err("schemas fail").to_string();
+        let chart = crate::load_chart(dir.path()).expect("loads");
+        let opts = crate::HelmOptions::new("r", "default");
+        let err = crate::render_chart(&chart, &opts).expect_err("schemas fail").to_string();
         let expected = format!(
             "{SCHEMA_FAILURE_HEADER}\nparent:\n- at '/replicas': got number, want string\ndb:\n- at '': missing property 'name'\n- at '/port': got string, want integer"
         );
         assert!(err.ends_with(&expected), "{err}");
 
         // Valid user values on top pass both schemas.
-        let opts = crate::render::helm::HelmOptions {
+        let opts = crate::HelmOptions {
             values: json!({"replicas": "2", "db": {"port": 1, "name": "n"}}),
-            ..crate::render::helm::HelmOptions::new("r", "default")
+            ..crate::HelmOptions::new("r", "default")
         };
-        let manifests = crate::render::helm::render_chart(&chart, &opts).expect("renders");
+        let manifests = crate::render_chart(&chart, &opts).expect("renders");
         assert_eq!(manifests.len(), 1);
         assert!(manifests[0].content.contains("a: 1"), "{manifests:?}");
     }

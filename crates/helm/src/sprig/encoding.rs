@@ -4,8 +4,8 @@ use base64::Engine as _;
 use sha2::Digest as _;
 
 use super::{gofmt, reg, s};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, String as Str};
 
@@ -263,7 +263,7 @@ fn json_string(out: &mut String, s: &str, esc: bool) {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn encodings_and_hashes() {

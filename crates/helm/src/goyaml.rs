@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use granit_parser::{Event, Parser, ScalarStyle};
 
 use super::sprig::gofmt::{format_float_g, place_point};
-use super::value::Value;
+use gotmpl::value::Value;
 
 // ---------------------------------------------------------------------------
 // Writing
@@ -1248,7 +1248,7 @@ tab: \"a\\tb\"
     fn reading_as_helm_reads() {
         let v = yaml_to_value("a: yes\nb: on\nc: 1\nd: 0777\ne: 1_000\nf: 2024-01-02\ng: '1'\nh: ~\ni: 1.5\n1: x\ntrue: y\nbase: &b {x: 1}\nm:\n  <<: *b\n  y: 2\n")
             .expect("parse");
-        let json = super::super::sprig::format_value(&v);
+        let json = crate::sprig::format_value(&v);
         assert_eq!(
             json,
             "map[1:x a:true b:true base:map[x:1] c:1 d:511 e:1000 f:2024-01-02 g:1 h:<nil> i:1.5 m:map[true:2 x:1] true:true]"

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use super::func::{FuncMap, Param};
 use super::goyaml;
 use super::sprig::{self, gofmt};
-use super::value::{FuncError, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, String as Str};
 
@@ -16,9 +16,9 @@ fn reg(
     m: &mut FuncMap,
     name: &'static str,
     params: &[Param],
-    body: impl Fn(&mut dyn super::func::Host, &[Value]) -> Result<Value, FuncError> + Send + Sync + 'static,
+    body: impl Fn(&mut dyn gotmpl::func::Host, &[Value]) -> Result<Value, FuncError> + Send + Sync + 'static,
 ) {
-    m.insert(name, super::func::Func::new(super::func::Signature::fixed(params), body));
+    m.insert(name, gotmpl::func::Func::new(gotmpl::func::Signature::fixed(params), body));
 }
 
 fn text(v: &Value) -> String {
@@ -298,8 +298,8 @@ fn toml_to_value(v: &toml::Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sprig::testhost::*;
     use super::*;
+    use crate::sprig::testhost::*;
 
     fn h(name: &str, args: &[Value]) -> String {
         match call_in(&helm_func_map(), name, args) {

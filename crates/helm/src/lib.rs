@@ -8,10 +8,13 @@
 //! no network (`lookup` is empty, as in `helm template`), no environment;
 //! the engine limits work, output and nesting.
 
+pub mod goyaml;
+pub mod helmfuncs;
 pub mod ignore;
 pub mod load;
 pub mod objects;
 pub mod schema;
+pub mod sprig;
 pub mod values;
 pub mod yaml;
 
@@ -20,11 +23,25 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::render::RenderError;
-use crate::render::gotmpl::{self, ExecLimits, ExecOptions, MissingKey, TemplateErrorKind, Templates, Value};
+use gotmpl::{ExecLimits, ExecOptions, MissingKey, TemplateErrorKind, Templates, Value};
 
 pub use load::{Chart, ChartFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
+
+pub use goyaml::{value_to_yaml, yaml_to_value};
+pub use helmfuncs::helm_func_map;
+
+/// Why a chart did not render. The messages follow helm's: a template error names the file and
+/// line the author has to look at.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HelmError {
+    /// The chart could not be loaded or prepared (metadata, dependencies, values, schema).
+    #[error("chart {chart}: {message}")]
+    Chart { chart: String, message: String },
+    /// A template failed: syntax, a failed `required`/`fail`, a limit, a bad call.
+    #[error("{file}:{line}: {message}")]
+    Template { file: String, line: usize, message: String },
+}
 
 /// How to render a chart: what `helm template NAME CHART --namespace NS
 /// [--kube-version V] [--include-crds] -f values` is told.
@@ -74,12 +91,12 @@ pub struct HelmManifest {
 }
 
 /// Loads a chart from a directory or a `.tgz`.
-pub fn load_chart(path: &Path) -> Result<Chart, RenderError> {
+pub fn load_chart(path: &Path) -> Result<Chart, HelmError> {
     load::load(path).map_err(chart_error)
 }
 
-fn chart_error(e: LoadError) -> RenderError {
-    RenderError::Chart { chart: e.chart, message: e.message }
+fn chart_error(e: LoadError) -> HelmError {
+    HelmError::Chart { chart: e.chart, message: e.message }
 }
 
 /// A template of the whole set and the data it executes with.
@@ -95,9 +112,9 @@ struct Renderable {
 }
 
 /// Renders a chart into manifests, as `helm template` does.
-pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifest>, RenderError> {
+pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifest>, HelmError> {
     let label = chart.label.clone();
-    let bad = |message: String| RenderError::Chart { chart: label.clone(), message };
+    let bad = |message: String| HelmError::Chart { chart: label.clone(), message };
     let user = match &opts.values {
         serde_json::Value::Object(m) => m.clone(),
         serde_json::Value::Null => Default::default(),
@@ -128,7 +145,7 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         let (da, db) = (a.name.matches('/').count(), b.name.matches('/').count());
         db.cmp(&da).then_with(|| b.name.cmp(&a.name))
     });
-    let funcs = gotmpl::helm_func_map();
+    let funcs = helmfuncs::helm_func_map();
     let mut set = Templates::new();
     for r in &renderables {
         let text = String::from_utf8_lossy(&r.text);
@@ -273,7 +290,7 @@ fn hook_of(doc: &str) -> Option<String> {
     v.get("metadata")?.get("annotations")?.get("helm.sh/hook")?.as_str().map(str::to_string)
 }
 
-fn template_error(label: &str, e: &gotmpl::TemplateError) -> RenderError {
+fn template_error(label: &str, e: &gotmpl::TemplateError) -> HelmError {
     // Helm's names start with the chart's own name; the label says where the chart is.
     // The innermost template is where the author has to look; Go's full
     // message (with the including templates) follows.
@@ -287,7 +304,7 @@ fn template_error(label: &str, e: &gotmpl::TemplateError) -> RenderError {
         _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
         _ => e.message.clone(),
     };
-    RenderError::Template { file, line, message: shorten(&message, 2048) }
+    HelmError::Template { file, line, message: shorten(&message, 2048) }
 }
 
 /// Keeps a message readable in a condition: Go nests the text of every

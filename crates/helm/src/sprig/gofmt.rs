@@ -1,7 +1,7 @@
 //! Go's `fmt` formatting of values as the Sprig functions need it (`%v`,
 //! `%q`, `strconv.FormatFloat(f, 'g', -1, 64)`).
 
-use crate::render::gotmpl::value::Value;
+use gotmpl::value::Value;
 
 /// `strconv.FormatFloat(f, 'g', -1, 64)` (also `%v` of a float64).
 pub fn format_float_g(f: f64) -> String {
@@ -54,7 +54,7 @@ pub fn place_point(digits: &str, exp: i32) -> String {
 
 /// `%v` of a value, as Go's fmt prints it (the engine's formatter).
 pub fn format_value(v: &Value) -> String {
-    crate::render::gotmpl::fmt::format_value(v)
+    gotmpl::fmt::format_value(v)
 }
 
 /// `strconv.Quote` (`%q` of a string).

@@ -9,7 +9,7 @@ use base64::Engine as _;
 
 use super::ignore::glob_match;
 use super::load::ChartFile;
-use crate::render::gotmpl::{FuncError, Object, Value};
+use gotmpl::{FuncError, Object, Value};
 
 /// The Kubernetes version `helm template` assumes without `--kube-version`
 /// (helm v4.2, the version the differential tests pin).
@@ -305,7 +305,7 @@ impl Object for ApiVersions {
     }
 
     fn go_string(&self) -> String {
-        crate::render::gotmpl::fmt::format_value(&Value::List(self.0.clone()))
+        gotmpl::fmt::format_value(&Value::List(self.0.clone()))
     }
 
     fn to_data(&self) -> Value {
@@ -375,7 +375,7 @@ impl Files {
         }
         let map = Value::map(entries.into_iter().map(|(k, v)| (k, Value::str(v))).collect());
         // Helm's toYaml: sigs.k8s.io/yaml, the trailing newline trimmed.
-        crate::render::gotmpl::value_to_yaml(&map).trim_end_matches('\n').to_string()
+        crate::goyaml::value_to_yaml(&map).trim_end_matches('\n').to_string()
     }
 }
 

@@ -8,8 +8,8 @@ use base64::Engine as _;
 use hmac::Mac as _;
 
 use super::{i, reg, s};
-use crate::render::gotmpl::func::{FuncMap, Host, Param};
-use crate::render::gotmpl::value::FuncError;
+use gotmpl::func::{FuncMap, Host, Param};
+use gotmpl::value::FuncError;
 
 use Param::{Int, String as Str};
 
@@ -238,7 +238,7 @@ fn decrypt_aes(password: &str, crypt64: &str) -> Result<String, FuncError> {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn random_strings_and_uuids() {

@@ -2,8 +2,8 @@
 //! arithmetic of functions.go).
 
 use super::{err, gofmt, i, reg, regv, s, to_float64, to_int64};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, Float64, Int, String as Str};
 
@@ -216,7 +216,7 @@ fn dec_op(first: f64, rest: &[f64], op: Op) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn conversions_as_cast() {

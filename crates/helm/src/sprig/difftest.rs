@@ -9,7 +9,8 @@ use std::process::Command;
 
 use base64::Engine as _;
 
-use crate::render::gotmpl::{ExecOptions, Templates, Value, execute, goyaml, helm_func_map};
+use crate::{goyaml, helm_func_map};
+use gotmpl::{ExecOptions, Templates, Value, execute};
 
 fn helm_bin() -> Option<PathBuf> {
     // .ci/run exports CLUSTERSTACK_HELM (the pinned, checked helm)

@@ -227,7 +227,7 @@ fn errors_name_the_template_file_and_line() {
     let chart = load_chart(dir.path()).expect("loads");
     let e = render_chart(&chart, &HelmOptions::new("r", "n")).expect_err("fails");
     match e {
-        RenderError::Template { file, line, message } => {
+        HelmError::Template { file, line, message } => {
             assert!(file.ends_with("/templates/t.yaml"), "{file}");
             assert_eq!(line, 2);
             assert!(message.contains("nil pointer evaluating interface {}.tag"), "{message}");

@@ -7,8 +7,8 @@ use std::rc::Rc;
 use jiff::{SignedDuration, Timestamp, Zoned, tz::TimeZone};
 
 use super::{reg, s};
-use crate::render::gotmpl::func::{FuncMap, Host, Param};
-use crate::render::gotmpl::value::{FuncError, Object, Value};
+use gotmpl::func::{FuncMap, Host, Param};
+use gotmpl::value::{FuncError, Object, Value};
 
 use Param::{Any, String as Str};
 

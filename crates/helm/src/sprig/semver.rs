@@ -10,8 +10,8 @@ use std::rc::Rc;
 use std::sync::LazyLock;
 
 use super::{reg, s};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Object, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Object, Value};
 
 use Param::String as Str;
 

@@ -1,8 +1,8 @@
 //! Sprig's reflection functions (reflect.go).
 
 use super::{deep_equal, reg, s};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::Value;
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::Value;
 
 use Param::{Any, String as Str};
 
@@ -39,7 +39,7 @@ fn kind_of(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn reflection_as_go() {

@@ -1,8 +1,8 @@
 //! Sprig's string functions (strings.go and the goutils/xstrings helpers it wraps).
 
 use super::{i, reg, regv, s, strval};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::Value;
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::Value;
 
 use Param::{Any, Int, String as Str};
 
@@ -151,7 +151,7 @@ fn trunc(c: i64, s: &str) -> String {
     s.to_string()
 }
 
-fn substr(start: i64, end: i64, s: &str) -> Result<String, crate::render::gotmpl::value::FuncError> {
+fn substr(start: i64, end: i64, s: &str) -> Result<String, gotmpl::value::FuncError> {
     let len = s.len() as i64;
     let oob = |a: i64, b: i64| super::err(format!("runtime error: slice bounds out of range [{a}:{b}]"));
     if start < 0 {
@@ -534,7 +534,7 @@ fn wrap_custom(s: &str, len: i64, nl: &str, long_words: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn string_functions_as_sprig() {

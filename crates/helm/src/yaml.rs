@@ -1,11 +1,9 @@
 //! Reading a chart's YAML files as Helm reads them: YAML 1.1 scalars (`yes`/`on`/`y` are
 //! booleans, keys included, `010` is octal) through the engine's helm-compatible reader
-//! (`gotmpl::yaml_to_value`), several documents in one values file coalesced, and
+//! (`crate::goyaml::yaml_to_value`), several documents in one values file coalesced, and
 //! `Chart.yaml` scalars turned into text where Helm's chart metadata holds strings.
 
 use serde_json::{Map, Value};
-
-use crate::render::gotmpl;
 
 /// Reads a values file (`values.yaml`, a user's `-f` file) as Helm v4 does: every
 /// document is read, a later document's keys win over an earlier one's (maps merged
@@ -15,7 +13,7 @@ pub fn read_values(text: &str) -> Result<Map<String, Value>, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Map::new();
     for (index, doc) in documents(text).into_iter().enumerate() {
-        let value = gotmpl::yaml_to_value(doc).map_err(|e| at_document(index, &e))?;
+        let value = crate::goyaml::yaml_to_value(doc).map_err(|e| at_document(index, &e))?;
         match value.to_json() {
             Value::Null => {}
             Value::Object(map) => merge_over(&mut out, map),
@@ -102,7 +100,7 @@ const MAINTAINER_STRING_FIELDS: &[&str] = &["name", "email", "url"];
 pub fn read_chart_yaml(text: &str) -> Result<Value, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = documents(text).into_iter().next().unwrap_or_default();
-    let mut value = gotmpl::yaml_to_value(first)?.to_json();
+    let mut value = crate::goyaml::yaml_to_value(first)?.to_json();
     let Some(meta) = value.as_object_mut() else {
         return match value {
             Value::Null => Ok(Value::Object(Map::new())),

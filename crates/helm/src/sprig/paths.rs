@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::{reg, s};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Map as PMap, String as Str};
 
@@ -245,7 +245,7 @@ fn url_join(d: &Value) -> Result<Value, FuncError> {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn paths_as_go() {

@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 
 use super::{i, reg, s};
-use crate::render::gotmpl::func::{FuncMap, Param};
-use crate::render::gotmpl::value::{FuncError, Value};
+use gotmpl::func::{FuncMap, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Int, String as Str};
 
@@ -211,7 +211,7 @@ fn quote_meta(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::testhost::*;
-    use crate::render::gotmpl::value::Value;
+    use gotmpl::value::Value;
 
     #[test]
     fn regex_functions_as_go() {
