@@ -289,7 +289,7 @@ async fn a_missing_kubeconfig_or_a_workload_api_that_is_down_gives_a_condition_a
     assert!(ready_reason(&status).starts_with(reason::WORKLOAD_UNREACHABLE), "{status}");
     assert!(ready_reason(&status).contains("does not exist"), "{status}");
     // The error policy backs off per Cluster, growing.
-    let err = clusterstack::controller::ReconcileError::Config(e);
+    let err = addon::Error::Config(e);
     let _ = addon::error_policy(cluster_obj(&mgmt, "c1"), &err, actx.clone());
     assert_eq!(actx.backoff.failures(&format!("{NS}/c1")), 1);
 

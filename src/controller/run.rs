@@ -1,6 +1,7 @@
-//! The whole operator process as a library function: both controllers, `/metrics`, `/healthz`,
-//! `/readyz`, optional leader election, and graceful shutdown on one shared signal. Tests start it
-//! in-process against the API server double.
+//! The whole operator process as a library function: the three controllers, each with its own
+//! context over the shared runtime, `/metrics`, `/healthz`, `/readyz`, the hook server, optional
+//! leader election, and graceful shutdown on one shared signal. The one module that sees every
+//! controller. Tests start it in-process against the API server double.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -216,13 +217,15 @@ pub async fn run_with(
     // Unreferenced releases leave the cache after the grace period; `cache_bytes` follows.
     super::runtime::cache_gc::start(&ctx);
 
-    let stacks_done = stack_ctrl.run(stack::reconcile, stack::error_policy, ctx.clone()).for_each(|r| async move {
+    let stack_ctx = Arc::new(stack::StackContext::new(ctx.clone()));
+    let release_ctx = Arc::new(release::ReleaseContext::new(ctx.clone()));
+    let stacks_done = stack_ctrl.run(stack::reconcile, stack::error_policy, stack_ctx).for_each(|r| async move {
         if let Err(e) = r {
             tracing::debug!(error = %e, "ClusterStack controller");
         }
     });
     let releases_done =
-        release_ctrl.run(release::reconcile, release::error_policy, ctx.clone()).for_each(|r| async move {
+        release_ctrl.run(release::reconcile, release::error_policy, release_ctx).for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "ClusterStackRelease controller");
             }

@@ -3,8 +3,17 @@
 //! (`clusteraddon.yaml`), with all progress in `ClusterAddon.status` so a restart resumes where
 //! it stopped. The loop is drawn in `docs/DESIGN.md` ("ClusterAddon loop").
 //!
+//! A pass gathers its inputs (the ClusterAddon, the release from the cache), decides with the
+//! pure [`decide`] (which `clusterstack plan --clusters` shares), and carries the decision out:
+//!
+//! - [`decide`]: what a pass does, from status and the release's addon version;
+//! - [`actions`]: record a release, start a run, finish it (the rest, prune), correct drift;
+//! - [`stage_runner`]: one stage as far as it goes (pre-condition, apply or delete, post-condition);
 //! - [`stages`]: `clusteraddon.yaml` and its CEL wait conditions;
-//! - [`workload`]: the cached workload clients.
+//! - [`render`]: the release located, the Cluster's objects and platform values read, addons rendered;
+//! - [`inventory`]: what was applied, by object identity;
+//! - [`workload`]: the cached workload clients; [`hooks`]: the Runtime SDK extension server;
+//! - [`error`]: the failure kinds, each a metric label.
 //!
 //! The lifecycle is followed by watching the Cluster (the fallback without the Runtime SDK): a
 //! Cluster whose control plane is initialised gets the `AfterControlPlaneInitialized` stages; a
@@ -13,7 +22,9 @@
 //! version, and what the new version no longer renders is pruned from the inventory. Watching
 //! cannot hold an upgrade: CAPI may roll the control plane while the stages run.
 
+pub mod actions;
 pub mod decide;
+pub mod error;
 pub mod hooks;
 pub mod inventory;
 pub mod render;
@@ -21,33 +32,34 @@ pub mod stage_runner;
 pub mod stages;
 pub mod workload;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 
-use crate::api::{ClusterAddon, ClusterAddonSpec, ObjectRef, ResourceStatus, StageStatus};
-use crate::apply::{ApplyOptions, ReleaseOwner};
+use crate::api::{ClusterAddon, ClusterAddonSpec, ObjectRef};
+use crate::apply::ReleaseOwner;
 
-use crate::controller::ReconcileError;
 use crate::controller::runtime::backoff::Backoff;
 use crate::controller::runtime::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
 use crate::controller::runtime::context::Context;
-use inventory::{identity, merge_inventory};
+use crate::util::lock;
+
+pub use decide::Decision;
+pub use error::Error;
 use render::{cluster_objects, locate_release, platform_values, render_release};
-use stage_runner::{Pass, StageStep, run_stage, unreachable_workload};
-use stages::{Action as StageAction, Stage};
+use stage_runner::{Pass, run_stages, unreachable_workload};
 use workload::WorkloadClients;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusteraddon";
 /// The default deadline of a stage's wait condition.
-pub const DEFAULT_WAIT_DEADLINE: Duration = Duration::from_secs(600);
+pub const DEFAULT_WAIT_DEADLINE: Duration = crate::controller::runtime::context::DEFAULT_ADDON_WAIT_DEADLINE;
 /// How often a waiting stage looks again.
 const WAIT_POLL: Duration = Duration::from_secs(5);
 
@@ -115,12 +127,12 @@ impl AddonContext {
         }
     }
 
-    fn synced_at(&self, key: &ClusterKey) -> Option<Timestamp> {
-        self.synced.lock().unwrap_or_else(PoisonError::into_inner).get(key).copied()
+    pub(super) fn synced_at(&self, key: &ClusterKey) -> Option<Timestamp> {
+        lock(&self.synced).get(key).copied()
     }
 
-    fn set_synced(&self, key: &ClusterKey, at: Option<Timestamp>) {
-        let mut m = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(super) fn set_synced(&self, key: &ClusterKey, at: Option<Timestamp>) {
+        let mut m = lock(&self.synced);
         match at {
             Some(t) => m.insert(key.clone(), t),
             None => m.remove(key),
@@ -140,7 +152,7 @@ pub fn addon_owner(cluster: &ClusterKey) -> ReleaseOwner {
 }
 
 /// One reconcile pass over a Cluster.
-pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let Some(usage) = class_usage(&cluster) else { return Ok(Action::await_change()) };
     let key = usage.cluster.to_string();
@@ -153,9 +165,9 @@ pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Re
 }
 
 /// The error policy: back off per Cluster.
-pub fn error_policy(cluster: Arc<CapiCluster>, error: &ReconcileError, actx: Arc<AddonContext>) -> Action {
+pub fn error_policy(cluster: Arc<CapiCluster>, error: &Error, actx: Arc<AddonContext>) -> Action {
     let key = cluster.key().to_string();
-    actx.ctx.metrics.failed(CONTROLLER, error.reason());
+    actx.ctx.metrics.failed(CONTROLLER, error.metric_label());
     let delay = actx.backoff.failure(&key);
     tracing::warn!(cluster = %key, error = %error, retry_in = ?delay, "ClusterAddon reconcile failed");
     Action::requeue(delay)
@@ -199,17 +211,13 @@ pub async fn ensure_cluster_addon(client: &kube::Client, cluster: &CapiCluster) 
     }
 }
 
-async fn reconcile_cluster(
-    cluster: &CapiCluster,
-    usage: &ClassUsage,
-    actx: &AddonContext,
-) -> Result<Action, ReconcileError> {
+async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &AddonContext) -> Result<Action, Error> {
     let ctx = &actx.ctx;
     let addon = ensure_cluster_addon(&ctx.client, cluster).await?;
     let status = addon.status.clone().unwrap_or_default();
     let mut pass = Pass { actx, usage, addon, status, now: Time(Timestamp::now()) };
 
-    if !cluster.status.control_plane_initialized && pass.status.release.is_none() {
+    if decide::waits_for_control_plane(cluster.status.control_plane_initialized, Some(&pass.status)) {
         pass.condition(false, reason::WAITING_FOR_CONTROL_PLANE, "the control plane is not initialised yet");
         pass.save().await?;
         // The Cluster's own watch brings the change of its status; polling thousands of
@@ -226,35 +234,29 @@ async fn reconcile_cluster(
             return Ok(Action::requeue(Duration::from_secs(15)));
         }
     };
-    let metadata = release.metadata().map_err(|e| ReconcileError::Config(format!("release {tag}: {e}")))?;
+    let metadata = release.metadata().map_err(|e| Error::Config(format!("release {tag}: {e}")))?;
     let addon_version = metadata.versions.components.cluster_addon.dotted();
 
-    // Start a hook when the Cluster names another release than the one applied.
-    let in_place = pass.status.release.as_deref() == Some(tag.as_str());
-    let working = pass.status.target_release.as_deref() == Some(tag.as_str());
-    if !in_place && !working {
-        if pass.status.release.is_some() && pass.status.addon_version.as_deref() == Some(addon_version.as_str()) {
-            // Only the stack version changed: the addons are the same, nothing is sent.
-            pass.status.release = Some(tag.clone());
-            pass.status.target_release = None;
-            pass.condition(
-                true,
-                reason::ADDON_VERSION_UNCHANGED,
-                format!("release {tag} has the addon version {addon_version} already applied"),
-            );
-            pass.save().await?;
+    let due = decide::drift_due(actx.synced_at(&usage.cluster), Timestamp::now(), actx.settings.resync_interval);
+    let decision = decide::decide(&tag, Some(&pass.status), Some(&addon_version), due);
+    // `None`: stages run; `Some(due)`: in place, drift correction due or not.
+    let in_place = match decision {
+        Decision::SameAddonVersion { .. } => {
+            actions::record_release(&mut pass, &tag, &addon_version).await?;
             return Ok(Action::requeue(actx.settings.resync_interval));
         }
-        let hooks: &[&str] = if pass.status.release.is_none() {
-            &[stages::AFTER_CONTROL_PLANE_INITIALIZED]
-        } else {
-            &[stages::BEFORE_CLUSTER_UPGRADE, stages::AFTER_CLUSTER_UPGRADE]
-        };
-        pass.status.target_release = Some(tag.clone());
-        pass.status.current_hook = Some(hooks.join(","));
-        pass.status.stages = Vec::new();
-        actx.set_synced(&usage.cluster, None);
-    }
+        // The controller always knows the addon version: this is the plan's case only.
+        Decision::UnknownAddonVersion { .. } => {
+            return Err(Error::Config(format!("release {tag}: its addon version is unknown")));
+        }
+        Decision::InPlace { drift_due } => Some(drift_due),
+        Decision::FirstInstall | Decision::Upgrade { .. } | Decision::ContinueStages { .. } => {
+            if let Some(hooks) = decision.hooks() {
+                actions::start_run(&mut pass, &tag, hooks);
+            }
+            None
+        }
+    };
 
     // Render (CPU-bound, off the async workers); a broken template fails this Cluster only.
     // Templates see the whole Cluster: read now (the store keeps only the fields decided on).
@@ -267,7 +269,7 @@ async fn reconcile_cluster(
         Err(message) => {
             pass.condition(false, reason::RENDER_FAILED, message.clone());
             pass.save().await?;
-            return Err(ReconcileError::Config(message));
+            return Err(Error::Config(message));
         }
     };
     let rendered = match render_release(&release, &usage.class, &usage.cluster.namespace, objects, values).await {
@@ -275,7 +277,7 @@ async fn reconcile_cluster(
         Err(message) => {
             pass.condition(false, reason::RENDER_FAILED, message.clone());
             pass.save().await?;
-            return Err(ReconcileError::Config(message));
+            return Err(Error::Render(message));
         }
     };
 
@@ -284,108 +286,20 @@ async fn reconcile_cluster(
         Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
     };
 
-    if pass.status.target_release.is_some() {
-        let hook_list = pass.status.current_hook.clone().unwrap_or_default();
-        let planned: Vec<Stage> = hook_list.split(',').flat_map(|h| rendered.stages(h)).collect();
-        if pass.status.stages.is_empty() {
-            pass.status.stages = planned
-                .iter()
-                .map(|s| StageStatus {
-                    name: s.name.clone(),
-                    action: Some(s.action.as_str().into()),
-                    phase: Some(phase::PENDING.into()),
-                    started_at: None,
-                    message: None,
-                })
-                .collect();
-            pass.save().await?;
+    if let Some(due) = in_place {
+        if due {
+            actions::correct_drift(&mut pass, &workload, &rendered, &tag, &addon_version).await?;
         }
-        for (i, stage) in planned.iter().enumerate() {
-            match run_stage(&mut pass, &workload, &rendered, i, stage).await? {
-                StageStep::Done => continue,
-                StageStep::Wait(after) => return Ok(Action::requeue(after)),
-            }
-        }
-        // The stages are done: apply what they did not, prune what the new version dropped.
-        let deleted: BTreeSet<&str> =
-            planned.iter().filter(|s| s.action == StageAction::Delete).map(|s| s.name.as_str()).collect();
-        let staged: BTreeSet<&str> = planned.iter().map(|s| s.name.as_str()).collect();
-        let rest: Vec<DynamicObject> = rendered
-            .charts
-            .iter()
-            .filter(|c| !staged.contains(c.name.as_str()))
-            .flat_map(|c| c.objects.iter().cloned())
-            .collect();
-        let wanted = rendered.keys_except(&deleted);
-        let stale: Vec<ResourceStatus> =
-            pass.status.resources.iter().filter(|r| !wanted.contains(&identity(r))).cloned().collect();
-        let opts = ApplyOptions { allow_empty_prune: true, ..ApplyOptions::new(addon_owner(&usage.cluster)) }
-            .with_previous(stale.clone());
-        let report = match workload.applier.apply(&rest, &opts).await {
-            Ok(r) => r,
-            Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
-        };
-        let stale_ids: BTreeSet<_> = stale.iter().map(identity).collect();
-        pass.status.resources.retain(|r| !stale_ids.contains(&identity(r)));
-        merge_inventory(&mut pass.status.resources, &report.inventory);
-        if !report.all_synced() {
-            let first =
-                report.failures().next().map(|f| format!("{} {}: {}", f.kind, f.name, f.error)).unwrap_or_default();
-            pass.condition(
-                false,
-                reason::APPLY_FAILED,
-                format!("{} objects not applied; first: {first}", report.failed),
-            );
-            pass.save().await?;
-            return Err(ReconcileError::Config(format!(
-                "{} objects not applied into the workload cluster",
-                report.failed
-            )));
-        }
-        pass.status.release = Some(tag.clone());
-        pass.status.addon_version = Some(addon_version.clone());
-        pass.status.target_release = None;
-        pass.condition(
-            true,
-            reason::ADDONS_APPLIED,
-            format!("the addons of {tag} (addon version {addon_version}) are applied"),
-        );
-        pass.save().await?;
-        actx.set_synced(&usage.cluster, Some(Timestamp::now()));
         return Ok(Action::requeue(actx.settings.resync_interval));
     }
-
-    // In place: correct drift once per resync interval.
-    let due = actx
-        .synced_at(&usage.cluster)
-        .is_none_or(|t| Timestamp::now().duration_since(t).unsigned_abs() >= actx.settings.resync_interval);
-    if due {
-        let all: Vec<DynamicObject> = rendered.charts.iter().flat_map(|c| c.objects.iter().cloned()).collect();
-        let opts = ApplyOptions::new(addon_owner(&usage.cluster));
-        let report = match workload.applier.apply(&all, &opts).await {
-            Ok(r) => r,
-            Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
-        };
-        merge_inventory(&mut pass.status.resources, &report.inventory);
-        if !report.all_synced() {
-            pass.condition(false, reason::APPLY_FAILED, format!("{} objects not applied", report.failed));
-            pass.save().await?;
-            return Err(ReconcileError::Config(format!(
-                "{} objects not applied into the workload cluster",
-                report.failed
-            )));
-        }
-        if !report.corrected.is_empty() || !report.created.is_empty() {
-            tracing::info!(cluster = %usage.cluster, corrected = report.corrected.len() + report.created.len(), "addon drift corrected");
-        }
-        pass.condition(
-            true,
-            reason::ADDONS_APPLIED,
-            format!("the addons of {tag} (addon version {addon_version}) are applied"),
-        );
-        pass.save().await?;
-        actx.set_synced(&usage.cluster, Some(Timestamp::now()));
+    let planned = actions::planned_stages(&pass, &rendered);
+    if pass.status.stages.is_empty() {
+        actions::record_stages(&mut pass, &planned).await?;
     }
+    if let Some(after) = run_stages(&mut pass, &workload, &rendered, &planned).await? {
+        return Ok(Action::requeue(after));
+    }
+    actions::finish_run(&mut pass, &workload, &rendered, &planned, &tag, &addon_version).await?;
     Ok(Action::requeue(actx.settings.resync_interval))
 }
 

@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 
 use crate::api::{AddonValuesRef, ClusterAddon};
 use crate::apply::ObjectKey;
-use crate::controller::ReconcileError;
 use crate::controller::runtime::clusters::CapiCluster;
 use crate::controller::runtime::context::Context;
 use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
 use crate::source::cache::FetchedRelease;
 use crate::source::{FetchPolicy, ListedRelease, ReleaseSource};
 
+use super::error::Error;
 use super::inventory::{Identity, object_identity};
 use super::stages::{self, ClusterAddonConfig, Stage};
 
@@ -111,10 +111,7 @@ pub fn render_bundle(
 
 /// The Cluster, its control plane and its infrastructure cluster, as templates see them; `None`
 /// when the Cluster is gone.
-pub(super) async fn cluster_objects(
-    ctx: &Context,
-    cluster: &CapiCluster,
-) -> Result<Option<ClusterObjects>, ReconcileError> {
+pub(super) async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<ClusterObjects>, Error> {
     let ns = cluster.namespace().unwrap_or_default();
     let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
     let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
@@ -202,17 +199,17 @@ pub(super) async fn locate_release(ctx: &Context, namespace: &str, tag: &str) ->
     let releases: Api<crate::api::ClusterStackRelease> = Api::namespaced(ctx.client.clone(), namespace);
     let csr = releases.get_opt(tag).await.map_err(|e| e.to_string())?;
     let source = match &csr {
-        Some(r) => crate::controller::release::release_source(r, ctx).await.map_err(|e| e.to_string())?.0,
-        None => ctx.open(&ctx.settings.default_source).map_err(|e| e.to_string())?,
+        Some(r) => ctx.release_source(r).await.map_err(|e| e.to_string())?.0,
+        None => ctx.sources.open(&ctx.settings.default_source).map_err(|e| e.to_string())?,
     };
     let id = crate::release::ReleaseId::from_tag(tag).map_err(|e| e.to_string())?;
-    let dir = ctx.cache.release_dir(&source.cache_key(), tag);
+    let dir = ctx.sources.cache.release_dir(&source.cache_key(), tag);
     let listed = if dir.exists() {
         ListedRelease { id, tag: tag.to_string(), prerelease: false, assets: Vec::new() }
     } else {
-        let listing = ctx.list(&source, Duration::from_secs(60)).await;
+        let listing = ctx.sources.list(&source, Duration::from_secs(60)).await;
         let releases = listing.result.map_err(|e| format!("{e:?}"))?;
         releases.iter().find(|r| r.tag == tag).cloned().ok_or_else(|| "not found in its source".to_string())?
     };
-    ctx.cache.fetch(&source, &listed, FetchPolicy::default()).await.map_err(|e| e.to_string())
+    ctx.sources.cache.fetch(&source, &listed, FetchPolicy::default()).await.map_err(|e| e.to_string())
 }

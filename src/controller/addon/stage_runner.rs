@@ -7,20 +7,20 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use serde_json::Value;
 
 use crate::api::conditions::{self, FALSE, READY, TRUE};
 use crate::api::{ClusterAddon, ClusterAddonStatus, ResourceStatus};
 use crate::apply::ApplyOptions;
 use crate::controller::runtime::clusters::ClassUsage;
-use crate::controller::{ReconcileError, status_patch};
+use crate::controller::status_patch;
 
+use super::error::Error;
 use super::inventory::{identity, merge_inventory, object_identity};
 use super::render::RenderedRelease;
 use super::stages::{self, Action as StageAction, Stage, WaitOutcome};
 use super::workload::Workload;
-use super::{AddonContext, WAIT_POLL, addon_owner, phase, reason};
+use super::{AddonContext, CONTROLLER, WAIT_POLL, addon_owner, phase, reason};
 
 /// What one pass decided; the status is written once at the end of each step.
 pub(super) struct Pass<'a> {
@@ -40,7 +40,7 @@ impl Pass<'_> {
     }
 
     /// Writes the status when it changed.
-    pub(super) async fn save(&mut self) -> Result<(), ReconcileError> {
+    pub(super) async fn save(&mut self) -> Result<(), Error> {
         let old = self.addon.status.clone();
         if old.as_ref() == Some(&self.status) {
             return Ok(());
@@ -54,26 +54,45 @@ impl Pass<'_> {
     }
 }
 
-pub(super) async fn unreachable_workload(pass: &mut Pass<'_>, message: String) -> Result<Action, ReconcileError> {
+/// The workload cluster cannot be reached: drop its client (built again next time), say so.
+pub(super) async fn unreachable_workload<T>(pass: &mut Pass<'_>, message: String) -> Result<T, Error> {
     pass.actx.workloads.forget(&pass.usage.cluster);
     pass.condition(false, reason::WORKLOAD_UNREACHABLE, message.clone());
     pass.save().await?;
-    Err(ReconcileError::Config(format!("workload cluster {}: {message}", pass.usage.cluster)))
+    Err(Error::WorkloadUnreachable { cluster: pass.usage.cluster.clone(), message })
 }
 
-pub(super) enum StageStep {
+/// How far a stage went in this pass.
+enum StageStep {
     Done,
     Wait(Duration),
 }
 
+/// Runs the stages of the run in order, as far as they go; `Some(after)`: one waits, look again
+/// then; `None`: all are done.
+pub(super) async fn run_stages(
+    pass: &mut Pass<'_>,
+    workload: &Workload,
+    rendered: &RenderedRelease,
+    planned: &[Stage],
+) -> Result<Option<Duration>, Error> {
+    for (i, stage) in planned.iter().enumerate() {
+        match run_stage(pass, workload, rendered, i, stage).await? {
+            StageStep::Done => continue,
+            StageStep::Wait(after) => return Ok(Some(after)),
+        }
+    }
+    Ok(None)
+}
+
 /// Runs stage `i` as far as it goes: pre-condition, apply or delete, post-condition.
-pub(super) async fn run_stage(
+async fn run_stage(
     pass: &mut Pass<'_>,
     workload: &Workload,
     rendered: &RenderedRelease,
     i: usize,
     stage: &Stage,
-) -> Result<StageStep, ReconcileError> {
+) -> Result<StageStep, Error> {
     let current = pass.status.stages.get(i).and_then(|s| s.phase.clone()).unwrap_or_default();
     match current.as_str() {
         phase::DONE => return Ok(StageStep::Done),
@@ -95,7 +114,7 @@ pub(super) async fn run_stage(
             StageAction::Apply => {
                 let report = match workload.applier.apply(&objects, &ApplyOptions::new(owner)).await {
                     Ok(r) => r,
-                    Err(e) => return unreachable_workload(pass, e.to_string()).await.map(|_| StageStep::Done),
+                    Err(e) => return unreachable_workload(pass, e.to_string()).await,
                 };
                 merge_inventory(&mut pass.status.resources, &report.inventory);
                 if !report.all_synced() {
@@ -106,7 +125,7 @@ pub(super) async fn run_stage(
                         .unwrap_or_default();
                     pass.condition(false, reason::APPLY_FAILED, format!("stage {} ({hook}): {first}", stage.name));
                     pass.save().await?;
-                    return Err(ReconcileError::Config(format!("stage {}: objects not applied", stage.name)));
+                    return Err(Error::Apply(format!("stage {}: objects not applied", stage.name)));
                 }
             }
             StageAction::Delete => {
@@ -122,7 +141,7 @@ pub(super) async fn run_stage(
                         format!("stage {} ({hook}): deleting {k}: {e}", stage.name),
                     );
                     pass.save().await?;
-                    return Err(ReconcileError::Config(format!("stage {}: objects not deleted", stage.name)));
+                    return Err(Error::Apply(format!("stage {}: objects not deleted", stage.name)));
                 }
                 pass.status.resources.retain(|r| !ids.contains(&identity(r)));
             }
@@ -157,7 +176,7 @@ async fn wait_for(
     waiting_phase: &str,
     what: &str,
     hook: &str,
-) -> Result<Option<StageStep>, ReconcileError> {
+) -> Result<Option<StageStep>, Error> {
     let objects = read_keyed(workload, wait).await;
     let message = match stages::evaluate(wait, &objects) {
         WaitOutcome::Met => return Ok(None),
@@ -177,6 +196,10 @@ async fn wait_for(
             "stage {stage_name} ({hook}): {what} not met after {}: {message}",
             humantime::format_duration(pass.actx.settings.wait_deadline)
         );
+        // Counted once, when the deadline passes: the stage stays Failed, looked at again later.
+        let timeout = Error::StageTimeout(format!("cluster {}: {text}", pass.usage.cluster));
+        pass.actx.ctx.metrics.failed(CONTROLLER, timeout.metric_label());
+        tracing::warn!(error = %timeout, "an addon stage timed out");
         set_phase(pass, i, phase::FAILED, Some(started), Some(text.clone()));
         pass.condition(false, reason::STAGE_FAILED, text);
         pass.save().await?;

@@ -11,9 +11,7 @@ use crate::api::{ClusterStackReleaseStatus, ResourceStatus, SyncStatus};
 
 use crate::api::conditions::{APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, reason, set_condition};
 use crate::controller::runtime::clusters::ClusterKey;
-use crate::controller::stack::status::{
-    PHASE_APPLYING, PHASE_DELETING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED, PHASE_PROVIDER,
-};
+use crate::controller::{PHASE_APPLYING, PHASE_DELETING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED, PHASE_PROVIDER};
 
 /// How many failing objects a condition message names before summarising.
 const MAX_NAMED: usize = 3;

@@ -1,6 +1,13 @@
-//! What every controller runs on: the shared context, watches and pollers, backoff, Events,
-//! metrics, the HTTP endpoints, the cache GC, the operator's settings, and the view of CAPI
-//! Clusters. Nothing here knows a reconciler.
+//! What every controller runs on, and knows no reconciler:
+//!
+//! - [`context`]: the shared [`context::Context`] (client, settings, metrics, Events, applier,
+//!   sources, watches) and the operator's `Settings`;
+//! - [`sources`]: opening sources (with a Secret's token or credentials), the release cache,
+//!   the last listing of each source; [`poller`]: one poller per repository;
+//! - [`watch`]: the CAPI Cluster index, the watches of applied and provider objects, triggers;
+//! - [`clusters`]: the trimmed view of CAPI Clusters and which release classes they use;
+//! - [`backoff`], [`events`], [`metrics`], [`serve`] (`/metrics`, `/healthz`, `/readyz`),
+//!   [`cache_gc`], [`config`] (the `clusterstack operator` flags).
 
 pub mod backoff;
 pub mod cache_gc;
@@ -11,4 +18,5 @@ pub mod events;
 pub mod metrics;
 pub mod poller;
 pub mod serve;
+pub mod sources;
 pub mod watch;
