@@ -224,18 +224,29 @@ async fn v1_to_v2_reapplies_waits_for_its_post_condition_and_prunes_what_v2_drop
     let image = work.get_object("apps/v1", "Deployment", Some("kube-system"), "metrics-server").unwrap();
     assert!(image.to_string().contains("v0.7.0"), "the BeforeClusterUpgrade stage applied v2's metrics-server");
 
+    // The stuck-stage alert's gauge: the waiting stage, since its startedAt.
+    let started = status["stages"][0]["startedAt"].clone();
+    let since = started.as_str().unwrap().parse::<jiff::Timestamp>().unwrap().as_second();
+    let series = format!(
+        "clusterstack_addon_stage_started_timestamp_seconds{{namespace=\"{NS}\",cluster=\"c1\",stage=\"{}\"}} {since}",
+        status["stages"][0]["name"].as_str().unwrap()
+    );
+    assert!(actx.ctx.metrics.encode().unwrap().contains(&series), "{series}");
+
     // A restart in the middle of the stage resumes it (a new context: no memory).
     let restarted = context(&mgmt, repo.path(), cache.path(), Duration::from_secs(600));
-    let started = status["stages"][0]["startedAt"].clone();
     pass(&restarted, &mgmt, "c1").await.unwrap();
     let status = addon_status(&mgmt, "c1");
     assert_eq!(status["stages"][0]["phase"], "WaitingForPostCondition");
     assert_eq!(status["stages"][0]["startedAt"], started, "the deadline still counts from the first pass");
 
+    assert!(restarted.ctx.metrics.encode().unwrap().contains(&series), "{series}");
+
     set_ready_replicas(&work, 1);
     pass(&restarted, &mgmt, "c1").await.unwrap();
     let status = addon_status(&mgmt, "c1");
     assert_eq!(status["ready"], true, "{status}");
+    assert!(!restarted.ctx.metrics.encode().unwrap().contains("addon_stage_started"), "no stage waits any more");
     assert_eq!(status["release"], "docker-ferrol-1-27-v2");
     assert_eq!(status["addonVersion"], "v2");
     assert!(

@@ -29,6 +29,7 @@ use crate::controller::runtime::config::{
 
 use super::CliError;
 use super::install_hooks as hooks;
+use super::install_monitoring as monitoring;
 
 /// Name of every namespaced object of the installation (and of the ClusterRole).
 pub const NAME: &str = "clusterstack-operator";
@@ -91,6 +92,10 @@ pub struct InstallArgs {
     /// the ExtensionConfig) instead of asking cert-manager for them.
     #[arg(long)]
     pub self_signed: bool,
+    /// Add a Prometheus Operator ServiceMonitor for the metrics Service and a PrometheusRule with
+    /// the operator's alerts (needs the monitoring.coreos.com CRDs in the cluster).
+    #[arg(long)]
+    pub monitoring: bool,
 }
 
 fn check_source(s: &str) -> Result<String, crate::controller::runtime::config::BadSource> {
@@ -106,8 +111,12 @@ pub fn run(args: InstallArgs) -> Result<(), CliError> {
 }
 
 /// Every manifest as one multi-document YAML stream: CRDs, Namespace,
-/// ServiceAccount, RBAC, the cache's PersistentVolumeClaim, the Deployment
-/// and the metrics Service.
+/// ServiceAccount, RBAC, the cache's PersistentVolumeClaim, the Deployment,
+/// the metrics Service, the lifecycle hooks' wiring and, with `--monitoring`,
+/// the ServiceMonitor and PrometheusRule.
+///
+/// `charts/clusterstack` renders the same objects (`tests/operator_chart.rs`): a change here
+/// needs the same change there.
 pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     let mut push = |doc: &dyn erased::Doc| -> Result<(), serde_saphyr::ser::Error> {
@@ -171,6 +180,12 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
         None
     };
     push(&hooks::extension_config(ns, &labels, ca_bundle.as_deref()))?;
+    if args.monitoring {
+        push(&monitoring::service_monitor(ns, NAME, &labels))?;
+        let rule = monitoring::prometheus_rule(ns, NAME, &labels)
+            .map_err(|e| <serde_saphyr::ser::Error as serde::ser::Error>::custom(format!("the alerting rules: {e}")))?;
+        push(&rule)?;
+    }
     Ok(out)
 }
 
@@ -493,8 +508,11 @@ fn shard_variant(args: &InstallArgs, shard: &str) -> (PersistentVolumeClaim, Dep
 }
 
 fn metrics_service(namespace: &str) -> Service {
+    let mut metadata = meta("clusterstack-operator-metrics", Some(namespace));
+    let (key, value) = monitoring::METRICS_SERVICE_LABEL;
+    metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.into(), value.into());
     Service {
-        metadata: meta("clusterstack-operator-metrics", Some(namespace)),
+        metadata,
         spec: Some(ServiceSpec {
             selector: Some(labels()),
             ports: Some(vec![ServicePort {

@@ -7,6 +7,7 @@ mod crds;
 mod install;
 pub use install::MALLOC_ARENA_MAX;
 mod install_hooks;
+mod install_monitoring;
 pub mod operator;
 mod plan;
 pub mod publish;

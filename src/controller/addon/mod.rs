@@ -154,6 +154,11 @@ pub fn addon_owner(cluster: &ClusterKey) -> ReleaseOwner {
 /// One reconcile pass over a Cluster.
 pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
+    if cluster.metadata.deletion_timestamp.is_some() || class_usage(&cluster).is_none() {
+        // No stage of a deleted (or unmanaged) Cluster can be stuck: keep no alerting series.
+        let ns = cluster.metadata.namespace.as_deref().unwrap_or_default();
+        actx.ctx.metrics.addon_stage(ns, &cluster.name_any(), None);
+    }
     let Some(usage) = class_usage(&cluster) else { return Ok(Action::await_change()) };
     let key = usage.cluster.to_string();
     let result = reconcile_cluster(&cluster, &usage, &actx).await;

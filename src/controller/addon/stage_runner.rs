@@ -41,6 +41,9 @@ impl Pass<'_> {
 
     /// Writes the status when it changed.
     pub(super) async fn save(&mut self) -> Result<(), Error> {
+        // The gauge follows the status even when nothing changed (a restarted operator starts empty).
+        let cluster = &self.usage.cluster;
+        self.actx.ctx.metrics.addon_stage(&cluster.namespace, &cluster.name, waiting_stage(&self.status));
         let old = self.addon.status.clone();
         if old.as_ref() == Some(&self.status) {
             return Ok(());
@@ -157,6 +160,15 @@ async fn run_stage(
     set_phase(pass, i, phase::DONE, None, None);
     pass.save().await?;
     Ok(StageStep::Done)
+}
+
+/// The stage a ClusterAddon waits in and since when (Unix seconds), for the stuck-stage alert.
+fn waiting_stage(status: &ClusterAddonStatus) -> Option<(&str, i64)> {
+    status.stages.iter().find_map(|s| {
+        let waiting = matches!(s.phase.as_deref(), Some(phase::WAITING_PRE | phase::WAITING_POST));
+        let since = s.started_at.as_ref()?.0.as_second();
+        waiting.then_some((s.name.as_str(), since))
+    })
 }
 
 fn set_phase(pass: &mut Pass<'_>, i: usize, phase_name: &str, started_at: Option<Time>, message: Option<String>) {

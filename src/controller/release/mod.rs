@@ -46,6 +46,12 @@ const IN_USE_POLL: Duration = Duration::from_secs(5);
 pub async fn reconcile(release: Arc<ClusterStackRelease>, rctx: Arc<ReleaseContext>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(release.as_ref());
+    // Readiness as last written: our own status writes trigger the next pass, so the gauge
+    // follows within one pass (a deleted release's series goes with `forget_release`).
+    if release.metadata.deletion_timestamp.is_none() {
+        let ready = release.status.as_ref().is_some_and(|s| s.ready);
+        rctx.ctx.metrics.release_ready(&release.namespace().unwrap_or_default(), &release.name_any(), ready);
+    }
     let result = reconcile_inner(&release, &rctx, &key).await;
     rctx.ctx.metrics.reconciled(CONTROLLER, started.elapsed());
     if result.is_ok() {

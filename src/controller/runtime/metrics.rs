@@ -48,6 +48,34 @@ pub struct AppliedLabels {
     pub status: String,
 }
 
+/// Labels of a release (its readiness).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReleaseLabels {
+    pub namespace: String,
+    pub release: String,
+}
+
+/// Labels of the addon stage a Cluster's ClusterAddon waits in.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    pub namespace: String,
+    pub cluster: String,
+    pub stage: String,
+}
+
+/// Labels of a rollout (`namespace/name`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    pub rollout: String,
+}
+
+/// Labels of a rollout's Clusters in one state (`Pending`, `Moving`, `Healthy`, `Failed`...).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutStateLabels {
+    pub rollout: String,
+    pub state: String,
+}
+
 fn duration_histogram() -> Histogram {
     // 5 ms .. ~82 s: a reconcile is quick unless it waits on the API server.
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.005, 2.0, 15))
@@ -62,8 +90,15 @@ pub struct Metrics {
     github_requests: Family<RequestLabels, Counter>,
     github_not_modified: Counter,
     rate_limit_remaining: Family<SourceLabels, Gauge>,
+    rate_limit_limit: Family<SourceLabels, Gauge>,
     cache_bytes: Gauge,
     applied_objects: Family<AppliedLabels, Gauge>,
+    release_ready: Family<ReleaseLabels, Gauge>,
+    stage_started: Family<StageLabels, Gauge>,
+    /// The stage each Cluster's series is labelled with (one series per Cluster at most).
+    stage_of: std::sync::Mutex<std::collections::BTreeMap<(String, String), String>>,
+    rollout_clusters: Family<RolloutStateLabels, Gauge>,
+    rollout_halted: Family<RolloutLabels, Gauge>,
     /// The GitHub client's cumulative counts already added to the counters.
     github_seen: std::sync::Mutex<(std::collections::BTreeMap<String, u64>, u64)>,
 }
@@ -92,6 +127,7 @@ impl Metrics {
         let github_requests = Family::<RequestLabels, Counter>::default();
         let github_not_modified = Counter::default();
         let rate_limit_remaining = Family::<SourceLabels, Gauge>::default();
+        let rate_limit_limit = Family::<SourceLabels, Gauge>::default();
         let cache_bytes = Gauge::default();
         let applied_objects = Family::<AppliedLabels, Gauge>::default();
         root.register("reconciles", "Reconcile passes, by controller", reconciles.clone());
@@ -108,8 +144,27 @@ impl Metrics {
             "Requests left in the current GitHub rate-limit window, by source",
             rate_limit_remaining.clone(),
         );
+        root.register(
+            "github_rate_limit_limit",
+            "Requests allowed per GitHub rate-limit window (60 without a token), by source",
+            rate_limit_limit.clone(),
+        );
         root.register("cache_bytes", "Bytes of verified releases in the cache", cache_bytes.clone());
         root.register("applied_objects", "Objects applied by a release, by sync status", applied_objects.clone());
+        // The alerts of `install --export --monitoring` read the three below (see
+        // `src/cli/monitoring/`): a gauge per object, so an alert names the object.
+        let release_ready = Family::<ReleaseLabels, Gauge>::default();
+        root.register("release_ready", "1 when a ClusterStackRelease is ready, else 0", release_ready.clone());
+        let stage_started = Family::<StageLabels, Gauge>::default();
+        root.register(
+            "addon_stage_started_timestamp_seconds",
+            "When the addon stage a ClusterAddon waits in started waiting (Unix seconds); absent when none waits",
+            stage_started.clone(),
+        );
+        let rollout_clusters = Family::<RolloutStateLabels, Gauge>::default();
+        root.register("rollout_clusters", "Clusters of a rollout, by state", rollout_clusters.clone());
+        let rollout_halted = Family::<RolloutLabels, Gauge>::default();
+        root.register("rollout_halted", "1 while a rollout is halted, else 0", rollout_halted.clone());
         Self {
             registry: root,
             reconciles,
@@ -118,8 +173,14 @@ impl Metrics {
             github_requests,
             github_not_modified,
             rate_limit_remaining,
+            rate_limit_limit,
             cache_bytes,
             applied_objects,
+            release_ready,
+            stage_started,
+            stage_of: std::sync::Mutex::default(),
+            rollout_clusters,
+            rollout_halted,
             github_seen: std::sync::Mutex::default(),
         }
     }
@@ -143,6 +204,10 @@ impl Metrics {
         }
         if let Some(remaining) = stats.rate_limit_remaining {
             self.rate_limit_remaining("github", remaining);
+        }
+        if let Some(limit) = stats.rate_limit_limit {
+            let v = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.rate_limit_limit.get_or_create(&SourceLabels { source: "github".into() }).set(v);
         }
     }
 
@@ -186,12 +251,51 @@ impl Metrics {
         }
     }
 
-    /// Drops the applied-object series of a deleted release.
+    /// Drops the series of a deleted release.
     pub fn forget_release(&self, namespace: &str, release: &str) {
         for status in ["synced", "not-synced"] {
             let labels = AppliedLabels { namespace: namespace.into(), release: release.into(), status: status.into() };
             self.applied_objects.remove(&labels);
         }
+        self.release_ready.remove(&ReleaseLabels { namespace: namespace.into(), release: release.into() });
+    }
+
+    /// Sets whether a release is ready.
+    pub fn release_ready(&self, namespace: &str, release: &str, ready: bool) {
+        let labels = ReleaseLabels { namespace: namespace.into(), release: release.into() };
+        self.release_ready.get_or_create(&labels).set(i64::from(ready));
+    }
+
+    /// Sets the addon stage a Cluster's ClusterAddon waits in and since when (Unix seconds);
+    /// `None` removes the Cluster's series (no stage waits, or the Cluster is gone).
+    pub fn addon_stage(&self, namespace: &str, cluster: &str, waiting: Option<(&str, i64)>) {
+        let mut stage_of = self.stage_of.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (namespace.to_string(), cluster.to_string());
+        let labels = |stage: String| StageLabels { namespace: namespace.into(), cluster: cluster.into(), stage };
+        match waiting {
+            Some((stage, since)) => {
+                if let Some(old) = stage_of.insert(key, stage.to_string())
+                    && old != stage
+                {
+                    self.stage_started.remove(&labels(old));
+                }
+                self.stage_started.get_or_create(&labels(stage.into())).set(since);
+            }
+            None => {
+                if let Some(old) = stage_of.remove(&key) {
+                    self.stage_started.remove(&labels(old));
+                }
+            }
+        }
+    }
+
+    /// Sets a rollout's Cluster counts by state and whether it is halted.
+    pub fn rollout(&self, rollout: &str, halted: bool, clusters_by_state: &[(&str, u64)]) {
+        for (state, n) in clusters_by_state {
+            let labels = RolloutStateLabels { rollout: rollout.into(), state: (*state).into() };
+            self.rollout_clusters.get_or_create(&labels).set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        self.rollout_halted.get_or_create(&RolloutLabels { rollout: rollout.into() }).set(i64::from(halted));
     }
 
     /// The OpenMetrics text exposition.
@@ -266,7 +370,36 @@ mod tests {
         assert!(text.contains(
             "clusterstack_applied_objects{namespace=\"stacks\",release=\"docker-ferrol-1-27-v2\",status=\"not-synced\"} 0"
         ));
+        m.release_ready("stacks", "docker-ferrol-1-27-v2", true);
+        assert!(
+            m.encode()
+                .unwrap()
+                .contains("clusterstack_release_ready{namespace=\"stacks\",release=\"docker-ferrol-1-27-v2\"} 1")
+        );
         m.forget_release("stacks", "docker-ferrol-1-27-v2");
         assert!(!m.encode().unwrap().contains("release=\"docker-ferrol-1-27-v2\""));
+    }
+
+    #[test]
+    fn one_stage_series_per_cluster_follows_the_waiting_stage() {
+        let m = Metrics::new();
+        m.addon_stage("ns", "c1", Some(("cni", 100)));
+        m.addon_stage("ns", "c1", Some(("csi", 200)));
+        let text = m.encode().unwrap();
+        assert!(!text.contains("stage=\"cni\""), "{text}");
+        assert!(text.contains(
+            "clusterstack_addon_stage_started_timestamp_seconds{namespace=\"ns\",cluster=\"c1\",stage=\"csi\"} 200"
+        ));
+        m.addon_stage("ns", "c1", None);
+        assert!(!m.encode().unwrap().contains("cluster=\"c1\""));
+    }
+
+    #[test]
+    fn rollouts_report_clusters_by_state_and_halt() {
+        let m = Metrics::new();
+        m.rollout("ns/r", true, &[("Failed", 2), ("Healthy", 3)]);
+        let text = m.encode().unwrap();
+        assert!(text.contains("clusterstack_rollout_clusters{rollout=\"ns/r\",state=\"Failed\"} 2"));
+        assert!(text.contains("clusterstack_rollout_halted{rollout=\"ns/r\"} 1"));
     }
 }

@@ -6,6 +6,7 @@
 //! template: a random 128-bit serial, the common name as subject, validity
 //! from now for the given days, key usages and server/client auth.
 
+use crate::env::HostExt as _;
 use std::rc::Rc;
 
 use base64::Engine as _;
@@ -88,7 +89,7 @@ struct Key {
 }
 
 fn rsa_key(h: &mut dyn Host, bits: usize) -> Result<Key, FuncError> {
-    let key = rsa::RsaPrivateKey::new(&mut RngAdapter(h.rng()), bits)
+    let key = rsa::RsaPrivateKey::new(&mut RngAdapter(&mut *h.rng()), bits)
         .map_err(|e| err(format!("error generating rsa key: {e}")))?;
     rsa_key_from(&key)
 }
