@@ -17,8 +17,8 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::{RunOptions, run};
+use clusterstack::controller::runtime::context::Settings;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::topology::{Seen, Topology};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::controller::addon::{self, AddonContext, AddonSettings, reason};
-use clusterstack::controller::context::{Context, Settings};
-use clusterstack::controller::metrics::Metrics;
+use clusterstack::controller::runtime::context::{Context, Settings};
+use clusterstack::controller::runtime::metrics::Metrics;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::fixtures::{capi_crds, load_yaml};
@@ -67,7 +67,7 @@ fn put_cluster(mgmt: &ApiServer, name: &str, class: &str, initialized: bool) -> 
     mgmt.put_object(cluster)
 }
 
-fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<clusterstack::controller::clusters::CapiCluster> {
+fn cluster_obj(mgmt: &ApiServer, name: &str) -> Arc<clusterstack::controller::runtime::clusters::CapiCluster> {
     let v = mgmt.get_object(CLUSTER, "Cluster", Some(NS), name).expect("cluster");
     Arc::new(serde_json::from_value(v).unwrap())
 }
@@ -318,7 +318,7 @@ async fn a_missing_kubeconfig_or_a_workload_api_that_is_down_gives_a_condition_a
     assert!(ready_reason(&status).starts_with(reason::WORKLOAD_UNREACHABLE), "{status}");
     assert!(ready_reason(&status).contains("does not exist"), "{status}");
     // The error policy backs off per Cluster, growing.
-    let err = clusterstack::controller::ReconcileError::Config(e);
+    let err = addon::Error::Config(e);
     let _ = addon::error_policy(cluster_obj(&mgmt, "c1"), &err, actx.clone());
     assert_eq!(actx.backoff.failures(&format!("{NS}/c1")), 1);
 

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::RunOptions;
+use clusterstack::controller::runtime::context::Settings;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use serde_json::{Value, json};
@@ -197,7 +197,7 @@ async fn scrape_until(addr: std::net::SocketAddr, what: &str, done: impl Fn(&str
 /// (the one `/metrics` serves), so that their names are still checked against what the
 /// operator exports: the addon stage gauge needs a workload cluster mid-stage (its wiring is
 /// tested in tests/cluster_addons.rs), the rollout gauges come from the rollout controller.
-fn set_what_the_scenario_cannot(metrics: &clusterstack::controller::metrics::Metrics) {
+fn set_what_the_scenario_cannot(metrics: &clusterstack::controller::runtime::metrics::Metrics) {
     metrics.addon_stage("stacks", "c1", Some(("cni", 1_700_000_000)));
     metrics.rollout("stacks/ferrol", false, &[("Healthy", 1)]);
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clusterstack::controller::context::Settings;
+use clusterstack::controller::runtime::context::Settings;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::ApiServer;

@@ -305,9 +305,9 @@ async fn a_provider_object_regressing_reaches_its_release_within_seconds() {
 
 #[tokio::test]
 async fn a_failed_discovery_is_asked_again_not_read_as_no_cluster_api() {
-    use clusterstack::controller::clusters::CapiVersion;
-    use clusterstack::controller::context::Context;
-    use clusterstack::controller::metrics::Metrics;
+    use clusterstack::controller::runtime::clusters::CapiVersion;
+    use clusterstack::controller::runtime::context::Context;
+    use clusterstack::controller::runtime::metrics::Metrics;
     use support::RequestMatch;
 
     let server = server().await;
@@ -322,7 +322,7 @@ async fn a_failed_discovery_is_asked_again_not_read_as_no_cluster_api() {
     // aggregator): "no Cluster API" would mark the Cluster index synced and empty.
     let discovery = RequestMatch::any().verb("discovery");
     server.fail_next(discovery.clone(), 503, 3);
-    let version = tokio::time::timeout(WAIT, clusterstack::controller::watch::served_cluster_version(&ctx))
+    let version = tokio::time::timeout(WAIT, clusterstack::controller::runtime::watch::served_cluster_version(&ctx))
         .await
         .expect("an answer once discovery works again");
     assert_eq!(version, Some(CapiVersion::V1beta1));

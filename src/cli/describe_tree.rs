@@ -242,7 +242,7 @@ pub fn stack_tree(input: &StackInputs<'_>) -> Node {
     let mut releases: Vec<&ClusterStackRelease> = input.releases.iter().filter(|r| owned_by(r, stack)).collect();
     let id = |r: &ClusterStackRelease| r.metadata.name.as_deref().and_then(|n| ReleaseId::from_tag(n).ok());
     releases.sort_by(|a, b| match (id(a), id(b)) {
-        (Some(x), Some(y)) => crate::controller::keep::version_order(&x, &y),
+        (Some(x), Some(y)) => crate::controller::stack::keep::version_order(&x, &y),
         _ => a.metadata.name.cmp(&b.metadata.name),
     });
     for r in releases {

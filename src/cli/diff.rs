@@ -18,7 +18,7 @@ use kube::api::{Api, DynamicObject};
 use crate::api::{ClusterAddon, ClusterStackRelease, ResourceStatus};
 use crate::apply::{Applier, ApplyOptions, DiffReport, ObjectDiff, ReleaseOwner};
 use crate::controller::addon::{self, workload};
-use crate::controller::clusters::ClusterKey;
+use crate::controller::runtime::clusters::ClusterKey;
 use crate::render::{self, RenderContext};
 
 use super::CliError;
@@ -158,7 +158,7 @@ async fn diff_addons(
         return Err(CliError::Usage(format!("the release {} has no addon bundle", charts.id)));
     };
     let discovery = crate::apply::DiscoveryCache::new(management.clone());
-    let gvk = addon::preferred(&discovery, "cluster.x-k8s.io", "Cluster")
+    let gvk = addon::render::preferred(&discovery, "cluster.x-k8s.io", "Cluster")
         .await
         .ok_or_else(|| CliError::Usage("the cluster serves no Cluster API Cluster kind".into()))?;
     let resolved = discovery
@@ -176,15 +176,15 @@ async fn diff_addons(
     let cluster_addon = addons.get_opt(&addon::cluster_addon_name(&cluster.name)).await.map_err(kube_error)?;
     let mut values = std::collections::BTreeMap::new();
     for r in cluster_addon.iter().flat_map(|a| a.spec.values_from.iter()) {
-        let v = addon::read_values_ref(management, &cluster.namespace, r).await.map_err(CliError::Usage)?;
+        let v = addon::render::read_values_ref(management, &cluster.namespace, r).await.map_err(CliError::Usage)?;
         render::merge_values(values.entry(r.addon.clone()).or_insert_with(|| serde_json::json!({})), v);
     }
     let mut ctx = RenderContext::new(&charts.id, &cluster.namespace).with_cluster(objects).with_addon_values(values);
     if let Some(kube) = &charts.kube_version {
         ctx = ctx.with_kube_version(kube.as_str());
     }
-    let rendered =
-        addon::render_bundle(bundle, charts.stages.as_deref(), &ctx).map_err(|e| CliError::Usage(charts.unmask(&e)))?;
+    let rendered = addon::render::render_bundle(bundle, charts.stages.as_deref(), &ctx)
+        .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
     let all: Vec<DynamicObject> = rendered.charts.iter().flat_map(|c| c.objects.iter().cloned()).collect();
 
     let secret = workload::kubeconfig_secret_name(&cluster.name);

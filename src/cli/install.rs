@@ -2,7 +2,7 @@
 //! a cluster, as one multi-document YAML stream for `kubectl apply -f -`.
 //!
 //! The objects are typed k8s-openapi values; the Deployment's arguments are
-//! the flags of [`crate::controller::config::OperatorArgs`].
+//! the flags of [`crate::controller::runtime::config::OperatorArgs`].
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -23,7 +23,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api;
 use crate::apply::AGGREGATE_LABEL;
-use crate::controller::config::{DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE};
+use crate::controller::runtime::config::{
+    DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE,
+};
 
 use super::CliError;
 use super::install_hooks as hooks;
@@ -96,8 +98,8 @@ pub struct InstallArgs {
     pub monitoring: bool,
 }
 
-fn check_source(s: &str) -> Result<String, crate::controller::config::BadSource> {
-    crate::controller::config::parse_source(s).map(|_| s.to_string())
+fn check_source(s: &str) -> Result<String, crate::controller::runtime::config::BadSource> {
+    crate::controller::runtime::config::parse_source(s).map(|_| s.to_string())
 }
 
 /// Prints the manifests.
@@ -150,7 +152,7 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
         // The shards' pods carry the shard label: keep the selectors apart.
         spec.selector.match_expressions =
             Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                key: crate::controller::watch::SHARD_LABEL.into(),
+                key: crate::controller::runtime::watch::SHARD_LABEL.into(),
                 operator: "DoesNotExist".into(),
                 values: None,
             }]);
@@ -492,7 +494,7 @@ fn shard_variant(args: &InstallArgs, shard: &str) -> (PersistentVolumeClaim, Dep
     let mut d = deployment(args);
     d.metadata.name = Some(format!("{NAME}-{shard}"));
     let mut pod_labels = labels();
-    pod_labels.insert(crate::controller::watch::SHARD_LABEL.into(), shard.into());
+    pod_labels.insert(crate::controller::runtime::watch::SHARD_LABEL.into(), shard.into());
     if let Some(spec) = d.spec.as_mut() {
         spec.selector.match_labels = Some(pod_labels.clone());
         if let Some(m) = spec.template.metadata.as_mut() {
@@ -536,7 +538,7 @@ fn metrics_service(namespace: &str) -> Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::config::OperatorArgs;
+    use crate::controller::runtime::config::OperatorArgs;
     use clap::Parser;
     use serde_json::Value;
 

@@ -72,7 +72,7 @@ pub enum Command {
     /// Show one tree of a ClusterStack's state (releases, Clusters, addons, rollout), or of a Cluster's.
     Describe(describe::DescribeArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
-    Operator(Box<crate::controller::config::OperatorArgs>),
+    Operator(Box<crate::controller::runtime::config::OperatorArgs>),
 }
 
 /// Everything a command can fail with.

@@ -3,9 +3,9 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::config::{DEFAULT_SOURCE, OperatorArgs};
-use crate::controller::context::Settings;
 use crate::controller::run::{RunError, RunOptions, run as run_operator};
+use crate::controller::runtime::config::{DEFAULT_SOURCE, OperatorArgs};
+use crate::controller::runtime::context::Settings;
 use crate::provider::ProviderRegistry;
 use crate::registry::RegistryConfig;
 use crate::source::SourceSpec;

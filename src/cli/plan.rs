@@ -1,7 +1,7 @@
 //! `clusterstack plan`: the ClusterStack reconcile, offline.
 //!
 //! Reads ClusterStack manifests, lists their source, and runs the same keep-set
-//! planner the operator runs (`controller::keep::plan`), printing which
+//! planner the operator runs (`controller::stack::keep::plan`), printing which
 //! ClusterStackReleases would be kept, created or deleted and why. With
 //! `--render` it also fetches each kept release into the verified cache and
 //! lists the objects it would apply. ClusterStackRollouts in the file get their waves shown
@@ -17,8 +17,8 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::api::{ClusterStack, ClusterStackRelease};
-use crate::controller::clusters::class_usages;
-use crate::controller::keep::{self, ExistingRelease, Plan};
+use crate::controller::runtime::clusters::class_usages;
+use crate::controller::stack::keep::{self, ExistingRelease, Plan};
 use crate::release::{KubernetesMinor, ReleaseId};
 use crate::render::{self, RenderContext};
 use crate::source::github::GitHubClient;
@@ -113,7 +113,7 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     // ClusterStackRollouts in the same file: their waves are shown too.
     let rollouts: Vec<crate::api::ClusterStackRollout> =
         if args.file == Path::new("-") { Vec::new() } else { read_objects(&args.file, "ClusterStackRollout")? };
-    let clusters: Vec<crate::controller::clusters::CapiCluster> = match &args.clusters {
+    let clusters: Vec<crate::controller::runtime::clusters::CapiCluster> = match &args.clusters {
         Some(path) => read_objects(path, "Cluster")?,
         None => Vec::new(),
     };
@@ -285,12 +285,13 @@ async fn render_kept(
 
 /// Per Cluster: would its addons be re-applied, and why.
 async fn addon_lines(
-    usages: &[crate::controller::clusters::ClassUsage],
+    usages: &[crate::controller::runtime::clusters::ClassUsage],
     addons: &[crate::api::ClusterAddon],
     listings: &BTreeMap<String, (AnySource, Result<Listing, String>)>,
     cache: Option<&ReleaseCache>,
 ) -> String {
-    use crate::controller::addon::{addon_decision, cluster_addon_name};
+    use crate::controller::addon::cluster_addon_name;
+    use crate::controller::addon::decide::addon_decision;
     let mut out = String::from("\nCluster addons:\n");
     for usage in usages {
         let tag = usage.class.tag();

@@ -166,12 +166,12 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
             let (addon, file) =
                 spec.split_once('=').ok_or_else(|| CliError::Usage(format!("--values {spec}: expected ADDON=FILE")))?;
             let text = std::fs::read_to_string(file).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
-            let v = crate::controller::addon::parse_values_text(&text)
+            let v = crate::controller::addon::render::parse_values_text(&text)
                 .map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
             values.insert(addon.to_string(), v);
         }
         let ctx = ctx.with_cluster(read_cluster(cluster_file)?).with_addon_values(values);
-        let rendered = crate::controller::addon::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
+        let rendered = crate::controller::addon::render::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
             .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
         if rendered.charts.is_empty() {
             return Err(CliError::Usage(format!(

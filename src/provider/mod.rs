@@ -249,7 +249,7 @@ pub trait NodeImageProvider: Send + Sync {
     fn name(&self) -> &str;
 
     /// Whether a change of what the plug-in reports reaches the release through a watch (its
-    /// objects carry our release labels, see `controller::watch`): then a passed gate is not
+    /// objects carry our release labels, see `controller::runtime::watch`): then a passed gate is not
     /// asked again on a timer ([`GateConfig::ready_recheck`]), and an idle operator sends nothing.
     fn watched(&self) -> bool {
         false

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterstack::controller::context::Settings;
-use clusterstack::controller::metrics::Metrics;
 use clusterstack::controller::run::{Handles, RunOptions, run_with};
-use clusterstack::controller::serve::Readiness;
+use clusterstack::controller::runtime::context::Settings;
+use clusterstack::controller::runtime::metrics::Metrics;
+use clusterstack::controller::runtime::serve::Readiness;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

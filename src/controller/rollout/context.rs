@@ -10,9 +10,9 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::api::{ClusterAddon, ClusterStackRolloutStatus};
-use crate::controller::backoff::Backoff;
-use crate::controller::clusters::{CapiVersion, ClusterKey};
-use crate::controller::context::Context;
+use crate::controller::runtime::backoff::Backoff;
+use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
+use crate::controller::runtime::context::Context;
 
 use super::variables::ClassVariable;
 use super::view::RolloutCluster;

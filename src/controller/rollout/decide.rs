@@ -15,7 +15,7 @@ use crate::api::{
     ClassVersion, ClusterStackRollout, ClusterStackRolloutStatus, ClusterStackSpec, RETRY_REQUESTED_AT, RollbackPolicy,
     RolloutClusterStatus,
 };
-use crate::controller::clusters::{CapiVersion, ClusterKey};
+use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
 use crate::release::KubernetesVersion;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 

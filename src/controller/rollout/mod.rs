@@ -33,8 +33,8 @@ use kube::runtime::{reflector, reflector::store::Writer};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ClusterAddon, ClusterStackRelease, ClusterStackRollout};
-use crate::controller::context::Context;
-use crate::controller::watch::{shard_selector, slim};
+use crate::controller::runtime::context::Context;
+use crate::controller::runtime::watch::{shard_selector, slim};
 
 use view::RolloutCluster;
 
@@ -51,7 +51,7 @@ pub fn start(shared: Arc<Context>, shutdown: CancellationToken) {
 }
 
 async fn run(shared: Arc<Context>) {
-    let Some(capi) = crate::controller::watch::served_cluster_version(&shared).await else {
+    let Some(capi) = crate::controller::runtime::watch::served_cluster_version(&shared).await else {
         tracing::info!("no Cluster API served: the ClusterStackRollout controller is idle");
         return;
     };

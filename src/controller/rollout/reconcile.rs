@@ -14,10 +14,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{ClusterStack, ClusterStackRollout, ClusterStackSpec};
-use crate::controller::clusters::{CapiVersion, ClusterKey};
-use crate::controller::keep::RolloutHold;
-use crate::controller::{is_not_found, status_patch};
+use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
+use crate::controller::status_patch;
 use crate::release::ReleaseId;
+use crate::util::is_not_found;
 
 use super::context::RolloutContext;
 use super::decide::{self, ClusterInput, Move, Releases, phase, state};
@@ -248,34 +248,7 @@ async fn apply_move(ctx: &RolloutContext, m: &Move) -> Result<RolloutCluster, Ro
         .await
         .map_err(|source| RolloutError::Move { cluster: m.cluster.clone(), source })?;
     let mut moved: RolloutCluster = serde_json::from_value(serde_json::to_value(answer)?)?;
-    crate::controller::watch::slim(&mut moved);
+    crate::controller::runtime::watch::slim(&mut moved);
     moved.version = m.capi;
     Ok(moved)
-}
-
-/// The releases the unfinished rollouts of `namespace` may roll back to, for the ClusterStack's
-/// keep set: from the rollout store when the controller runs, else read.
-pub async fn holds(client: &kube::Client, namespace: &str) -> Result<Vec<RolloutHold>, kube::Error> {
-    let api: Api<ClusterStackRollout> = Api::namespaced(client.clone(), namespace);
-    let rollouts = match api.list(&Default::default()).await {
-        Ok(list) => list.items,
-        // No rollout CRD installed: nothing is held.
-        Err(e) if is_not_found(&e) => vec![],
-        Err(e) => return Err(e),
-    };
-    Ok(holds_of(rollouts.iter()))
-}
-
-/// The `from` releases of every rollout that is not `Succeeded`.
-pub fn holds_of<'a>(rollouts: impl Iterator<Item = &'a ClusterStackRollout>) -> Vec<RolloutHold> {
-    let mut out = vec![];
-    for ro in rollouts {
-        let Some(status) = ro.status.as_ref().filter(|s| s.phase != phase::SUCCEEDED) else { continue };
-        for from in status.clusters.iter().filter_map(|e| e.from.as_ref()) {
-            if let Ok(release) = ReleaseId::from_class_name(&from.class).or_else(|_| ReleaseId::from_tag(&from.class)) {
-                out.push(RolloutHold { rollout: ro.name_any(), release });
-            }
-        }
-    }
-    out
 }

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::conditions::TRUE;
 use crate::api::{ClusterStackRollout, ClusterStackSpec};
-use crate::controller::clusters::CapiVersion;
+use crate::controller::runtime::clusters::CapiVersion;
 use crate::release::{KubernetesMinor, ReleaseId, StackVersion};
 
 use super::decide::ClusterInput;

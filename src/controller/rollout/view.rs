@@ -1,6 +1,6 @@
 //! What the rollout decides on, read from the API objects: a Cluster trimmed to its topology,
 //! labels, generation and health conditions ([`RolloutCluster`], a typed view like
-//! [`CapiCluster`](crate::controller::clusters::CapiCluster), so a thousand Clusters in the watch
+//! [`CapiCluster`](crate::controller::runtime::clusters::CapiCluster), so a thousand Clusters in the watch
 //! store cost little), and the stack's releases ([`ReleaseView`]).
 
 use std::borrow::Cow;
@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::controller::clusters::{CAPI_GROUP, CapiVersion, ClusterKey};
+use crate::controller::runtime::clusters::{CAPI_GROUP, CapiVersion, ClusterKey};
 use crate::release::ReleaseId;
 
 /// A CAPI `Cluster` as the rollout sees it.

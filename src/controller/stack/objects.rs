@@ -1,8 +1,7 @@
-//! The ClusterStackRelease objects a ClusterStack creates and owns, and the
-//! decision when its source is polled again.
+//! The ClusterStackRelease objects a ClusterStack creates and owns, and what its last poll was
+//! made for.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::Resource;
@@ -10,10 +9,7 @@ use kube::Resource;
 use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseSpec};
 use crate::release::ReleaseId;
 
-use super::RECONCILE_REQUESTED_AT;
-
-/// Label on each ClusterStackRelease naming its ClusterStack, for label selectors.
-pub const STACK_LABEL: &str = "clusterstack.x-k8s.io/cluster-stack";
+use crate::controller::{RECONCILE_REQUESTED_AT, STACK_LABEL};
 
 /// Why a release object cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,8 +31,10 @@ pub fn release_for(stack: &ClusterStack, id: &ReleaseId) -> Result<ClusterStackR
     release.metadata.owner_references = Some(vec![owner]);
     let mut labels = BTreeMap::from([(STACK_LABEL.to_string(), stack.metadata.name.clone().unwrap_or_default())]);
     // A release belongs to its stack's shard.
-    if let Some(shard) = stack.metadata.labels.as_ref().and_then(|l| l.get(super::watch::SHARD_LABEL)) {
-        labels.insert(super::watch::SHARD_LABEL.to_string(), shard.clone());
+    if let Some(shard) =
+        stack.metadata.labels.as_ref().and_then(|l| l.get(crate::controller::runtime::watch::SHARD_LABEL))
+    {
+        labels.insert(crate::controller::runtime::watch::SHARD_LABEL.to_string(), shard.clone());
     }
     release.metadata.labels = Some(labels);
     Ok(release)
@@ -75,28 +73,6 @@ fn requested_at(stack: &ClusterStack) -> Option<&str> {
     stack.metadata.annotations.as_ref().and_then(|a| a.get(RECONCILE_REQUESTED_AT)).map(String::as_str)
 }
 
-/// Whether the source must be polled now: never polled, the spec changed,
-/// the `reconcile-requested-at` annotation has a new value, or `interval`
-/// has elapsed since the last poll.
-pub fn poll_due(stack: &ClusterStack, last: Option<&LastPoll>, interval: Duration, now: Timestamp) -> bool {
-    let Some(last) = last else { return true };
-    if last.generation != stack.metadata.generation || last.requested_at.as_deref() != requested_at(stack) {
-        return true;
-    }
-    let elapsed = now.duration_since(last.at);
-    elapsed.is_negative() || elapsed.unsigned_abs() >= interval
-}
-
-/// How long until the next poll is due (zero when due now).
-pub fn until_next_poll(last: Option<&LastPoll>, interval: Duration, now: Timestamp) -> Duration {
-    let Some(last) = last else { return Duration::ZERO };
-    let elapsed = now.duration_since(last.at);
-    if elapsed.is_negative() {
-        return Duration::ZERO;
-    }
-    interval.saturating_sub(elapsed.unsigned_abs())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,10 +99,6 @@ mod tests {
         cs.metadata.uid = Some("uid-1".into());
         cs.metadata.generation = Some(1);
         cs
-    }
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
     }
 
     #[test]
@@ -166,36 +138,5 @@ mod tests {
         let mut orphan = r.clone();
         orphan.metadata.owner_references = None;
         assert!(!controlled_by(&orphan, &cs));
-    }
-
-    #[test]
-    fn polls_when_never_polled_interval_elapsed_spec_changed_or_requested() {
-        let interval = Duration::from_secs(300);
-        let mut cs = stack();
-        let now = ts("2026-01-01T00:10:00Z");
-        assert!(poll_due(&cs, None, interval, now));
-        let last = LastPoll::of(&cs, ts("2026-01-01T00:06:00Z"));
-        assert!(!poll_due(&cs, Some(&last), interval, now));
-        assert_eq!(until_next_poll(Some(&last), interval, now), Duration::from_secs(60));
-        assert!(poll_due(&cs, Some(&last), interval, ts("2026-01-01T00:11:00Z")));
-        assert_eq!(until_next_poll(Some(&last), interval, ts("2026-01-01T00:12:00Z")), Duration::ZERO);
-        // A new generation.
-        cs.metadata.generation = Some(2);
-        assert!(poll_due(&cs, Some(&last), interval, now));
-        // A new annotation value, then the same value again.
-        let last = LastPoll::of(&cs, ts("2026-01-01T00:06:00Z"));
-        cs.metadata.annotations = Some(BTreeMap::from([(RECONCILE_REQUESTED_AT.to_string(), "1".to_string())]));
-        assert!(poll_due(&cs, Some(&last), interval, now));
-        let last = LastPoll::of(&cs, ts("2026-01-01T00:09:00Z"));
-        assert!(!poll_due(&cs, Some(&last), interval, now));
-        cs.metadata.annotations = Some(BTreeMap::from([(RECONCILE_REQUESTED_AT.to_string(), "2".to_string())]));
-        assert!(poll_due(&cs, Some(&last), interval, now));
-    }
-
-    #[test]
-    fn a_clock_going_backwards_polls() {
-        let cs = stack();
-        let last = LastPoll::of(&cs, ts("2026-01-01T01:00:00Z"));
-        assert!(poll_due(&cs, Some(&last), Duration::from_secs(300), ts("2026-01-01T00:00:00Z")));
     }
 }

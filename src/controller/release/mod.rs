@@ -1,7 +1,11 @@
 //! The ClusterStackRelease reconciler: download into the cache, render, apply, prune what the
 //! previous inventory has and the render has not, report; on deletion wait for Clusters, delete what the inventory lists, and drop
 //! the finalizer. The flowchart is `docs/DESIGN.md` §3; the status is built by the pure
-//! [`release_status`](super::release_status).
+//! [`status`].
+
+pub mod context;
+pub mod memo;
+pub mod status;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,21 +16,23 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
+use crate::api::{ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
 use crate::apply::{self as engine, ApplyOptions, Inventory, ReleaseOwner, WhenEmpty};
-use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext};
+use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext as GateContext};
 use crate::release::ReleaseId;
 use crate::render::{RenderContext, render_cluster_class};
 use crate::source::cache::FetchedRelease;
 use crate::source::{AnySource, FetchPolicy, ReleaseSource};
 
-use super::backoff::jittered;
-use super::clusters::clusters_using;
-use super::context::{Context, DownloadState, ReleaseMemo};
-use super::release_status::{ReleaseObservation, ReleaseStep, build_release_status};
-use super::stack::{key_of, source_spec};
-use super::{RELEASE_FINALIZER, ReconcileError, is_not_found};
 use crate::api::conditions::reason;
+use crate::controller::RELEASE_FINALIZER;
+use crate::controller::runtime::backoff::jittered;
+use crate::controller::runtime::clusters::clusters_using;
+use crate::controller::runtime::context::key_of;
+use crate::util::is_not_found;
+pub use context::{DownloadState, Error, ReleaseContext};
+use memo::ReleaseMemo;
+use status::{ReleaseObservation, ReleaseStep, build_release_status};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterstackrelease";
@@ -37,30 +43,30 @@ const DOWNLOAD_POLL: Duration = Duration::from_millis(500);
 const IN_USE_POLL: Duration = Duration::from_secs(5);
 
 /// One reconcile pass of a ClusterStackRelease.
-pub async fn reconcile(release: Arc<ClusterStackRelease>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(release: Arc<ClusterStackRelease>, rctx: Arc<ReleaseContext>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(release.as_ref());
     // Readiness as last written: our own status writes trigger the next pass, so the gauge
     // follows within one pass (a deleted release's series goes with `forget_release`).
     if release.metadata.deletion_timestamp.is_none() {
         let ready = release.status.as_ref().is_some_and(|s| s.ready);
-        ctx.metrics.release_ready(&release.namespace().unwrap_or_default(), &release.name_any(), ready);
+        rctx.ctx.metrics.release_ready(&release.namespace().unwrap_or_default(), &release.name_any(), ready);
     }
-    let result = reconcile_inner(&release, &ctx, &key).await;
-    ctx.metrics.reconciled(CONTROLLER, started.elapsed());
+    let result = reconcile_inner(&release, &rctx, &key).await;
+    rctx.ctx.metrics.reconciled(CONTROLLER, started.elapsed());
     if result.is_ok() {
-        ctx.release_backoff.success(&key);
+        rctx.backoff.success(&key);
     }
     result
 }
 
 /// The error policy: count the failure and back off per object.
-pub fn error_policy(release: Arc<ClusterStackRelease>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+pub fn error_policy(release: Arc<ClusterStackRelease>, error: &Error, rctx: Arc<ReleaseContext>) -> Action {
     let key = key_of(release.as_ref());
-    ctx.metrics.failed(CONTROLLER, error.reason());
+    rctx.ctx.metrics.failed(CONTROLLER, error.metric_label());
     // A failed pass may have left the object half-done: do not skip the next trigger.
-    ctx.memos.forget(&key);
-    let delay = ctx.release_backoff.failure(&key);
+    rctx.memos.forget(&key);
+    let delay = rctx.backoff.failure(&key);
     tracing::warn!(release = %key, error = %error, retry_in = ?delay, "ClusterStackRelease reconcile failed");
     Action::requeue(delay)
 }
@@ -75,7 +81,7 @@ async fn write_status(
     release: &ClusterStackRelease,
     obs: &ReleaseObservation,
     gate: Option<&GateOutcome>,
-) -> Result<ClusterStackReleaseStatus, ReconcileError> {
+) -> Result<ClusterStackReleaseStatus, Error> {
     let now = Time(Timestamp::now());
     let mut status = build_release_status(release.status.as_ref(), obs, &now);
     if let Some(gate) = gate {
@@ -83,7 +89,7 @@ async fn write_status(
         gate.record(&mut status, &now);
     }
     if release.status.as_ref() != Some(&status) {
-        let body = super::status_patch(release.status.as_ref(), &status)?;
+        let body = crate::controller::status_patch(release.status.as_ref(), &status)?;
         match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
             Ok(_) => {}
             // Gone while we worked (deleted with its stack): nothing left to report on.
@@ -96,9 +102,10 @@ async fn write_status(
 
 async fn reconcile_inner(
     release: &ClusterStackRelease,
-    ctx: &Arc<Context>,
+    rctx: &Arc<ReleaseContext>,
     key: &str,
-) -> Result<Action, ReconcileError> {
+) -> Result<Action, Error> {
+    let ctx = &rctx.ctx;
     let ns = release.namespace().unwrap_or_default();
     let tag = release.name_any();
     let api: Api<ClusterStackRelease> = Api::namespaced(ctx.client.clone(), &ns);
@@ -110,7 +117,7 @@ async fn reconcile_inner(
     };
 
     if release.meta().deletion_timestamp.is_some() {
-        return delete(release, ctx, key, &api).await;
+        return delete(release, rctx, key, &api).await;
     }
     if !has_finalizer(release) {
         let mut finalizers = release.finalizers().to_vec();
@@ -122,15 +129,10 @@ async fn reconcile_inner(
     // Our own status writes trigger us again; a pass with nothing new (same generation, ready,
     // re-applied recently) does nothing until the drift-correction re-apply is due.
     let now = Timestamp::now();
-    let (memo, ticket) = ctx.memos.get(key);
-    if let Some(memo) = memo
-        && memo.generation == generation
-        && release.status.as_ref().is_some_and(|s| s.ready)
-    {
-        let elapsed = now.duration_since(memo.applied_at).unsigned_abs();
-        if elapsed < memo.valid_for {
-            return Ok(Action::requeue(memo.valid_for - elapsed));
-        }
+    let (memo, ticket) = rctx.memos.get(key);
+    let ready = release.status.as_ref().is_some_and(|s| s.ready);
+    if let Some(left) = memo::still_good(memo.as_ref(), generation, ready, now) {
+        return Ok(Action::requeue(left));
     }
 
     let id = match ReleaseId::from_tag(&tag) {
@@ -142,8 +144,8 @@ async fn reconcile_inner(
         }
     };
 
-    let (source, stack) = release_source(release, ctx).await?;
-    let fetched = match fetch(release, ctx, key, &source, &tag).await? {
+    let (source, stack) = ctx.release_source(release).await?;
+    let fetched = match fetch(release, rctx, key, &source, &tag).await? {
         Fetch::Ready(f) => f,
         Fetch::Running(progress) => {
             write_status(&api, release, &observe(ReleaseStep::Downloading { progress }, None), None).await?;
@@ -152,7 +154,7 @@ async fn reconcile_inner(
         Fetch::Failed(message) => {
             ctx.metrics.failed(CONTROLLER, reason::DOWNLOAD_FAILED);
             write_status(&api, release, &observe(ReleaseStep::DownloadFailed { message }, None), None).await?;
-            return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+            return Ok(Action::requeue(rctx.backoff.failure(key)));
         }
     };
 
@@ -162,7 +164,7 @@ async fn reconcile_inner(
             ctx.metrics.failed(CONTROLLER, reason::INVALID_METADATA);
             let message = format!("metadata.yaml of release {tag}: {e}");
             write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None), None).await?;
-            return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+            return Ok(Action::requeue(rctx.backoff.failure(key)));
         }
     };
     let k8s = Some(metadata.versions.kubernetes.to_string());
@@ -174,23 +176,23 @@ async fn reconcile_inner(
             Err(e) => {
                 let message = format!("{NODE_IMAGES_FILE} of release {tag}: {e}");
                 write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, k8s), None).await?;
-                return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+                return Ok(Action::requeue(rctx.backoff.failure(key)));
             }
         },
         None => None,
     };
     let (no_provider, provider_ref) =
         stack.as_ref().map_or((false, None), |s| (s.spec.no_provider, s.spec.provider_ref.clone()));
-    let gate_ctx = ReleaseContext::for_release(release, metadata.clone(), ctx.client.clone())
-        .map_err(|e| ReconcileError::Config(e.to_string()))?
+    let gate_ctx = GateContext::for_release(release, metadata.clone(), ctx.client.clone())
+        .map_err(|e| Error::Config(e.to_string()))?
         .with_provider_ref(provider_ref)
         .with_node_images(node_images);
     let gate =
-        ctx.gate.check(&gate_ctx, no_provider, release.status.as_ref(), generation, &Time(Timestamp::now())).await;
+        rctx.gate.check(&gate_ctx, no_provider, release.status.as_ref(), generation, &Time(Timestamp::now())).await;
     if !gate.passed() {
         let step = ReleaseStep::ProviderWork { message: gate.message.clone() };
         write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
-        ctx.memos.forget(key);
+        rctx.memos.forget(key);
         return Ok(gate.requeue_after.map_or_else(Action::await_change, Action::requeue));
     }
 
@@ -198,14 +200,14 @@ async fn reconcile_inner(
     let render_ctx = RenderContext::new(&id, &ns);
     let rendered = tokio::task::spawn_blocking(move || render_cluster_class(&chart, &render_ctx))
         .await
-        .map_err(|e| ReconcileError::Task(e.to_string()))?;
+        .map_err(|e| Error::Task(e.to_string()))?;
     let objects = match rendered {
         Ok(o) => o,
         Err(e) => {
             ctx.metrics.failed(CONTROLLER, reason::RENDER_FAILED);
             let message = format!("rendering the cluster class of {tag}: {e}");
             write_status(&api, release, &observe(ReleaseStep::RenderFailed { message }, k8s), None).await?;
-            return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+            return Ok(Action::requeue(rctx.backoff.failure(key)));
         }
     };
 
@@ -225,7 +227,7 @@ async fn reconcile_inner(
     kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
     kinds.dedup();
     for kind in &kinds {
-        super::watch::watch_kind(ctx, kind).await;
+        crate::controller::runtime::watch::watch_kind(ctx, kind).await;
     }
     for created in applied.with(engine::Action::Created) {
         tracing::debug!(release = %key, kind = %created.kind, name = %created.name, "created object");
@@ -254,47 +256,13 @@ async fn reconcile_inner(
     if all_synced && status.ready {
         let next = jittered(ctx.settings.resync_interval, 0.1, &ctx.random);
         let next = gate.requeue_after.map_or(next, |g| g.min(next));
-        ctx.memos.remember(key, ticket, ReleaseMemo { generation, applied_at: now, valid_for: next });
+        rctx.memos.remember(key, ticket, ReleaseMemo { generation, applied_at: now, valid_for: next });
         Ok(Action::requeue(next))
     } else {
         ctx.metrics.failed(CONTROLLER, reason::APPLY_FAILED);
-        ctx.memos.forget(key);
-        Ok(Action::requeue(ctx.release_backoff.failure(key)))
+        rctx.memos.forget(key);
+        Ok(Action::requeue(rctx.backoff.failure(key)))
     }
-}
-
-/// The release's ClusterStack (its controller owner), if it still exists.
-async fn owning_stack(release: &ClusterStackRelease, ctx: &Context) -> Result<Option<ClusterStack>, ReconcileError> {
-    let owner = release.owner_references().iter().find(|o| o.kind == "ClusterStack" && o.controller == Some(true));
-    let ns = release.namespace().unwrap_or_default();
-    if let (Some(o), Some(store)) = (owner, ctx.watches.stacks()) {
-        // From the controller's store: no request per pass.
-        let found = store.get(&kube::runtime::reflector::ObjectRef::new(&o.name).within(&ns));
-        return Ok(found.filter(|s| s.metadata.uid.as_deref() == Some(o.uid.as_str())).map(|s| s.as_ref().clone()));
-    }
-    match owner {
-        Some(o) => {
-            let stacks: Api<ClusterStack> =
-                Api::namespaced(ctx.client.clone(), &release.namespace().unwrap_or_default());
-            Ok(stacks.get_opt(&o.name).await?)
-        }
-        None => Ok(None),
-    }
-}
-
-/// The source of the release's ClusterStack, else the operator's default; and the stack.
-pub(crate) async fn release_source(
-    release: &ClusterStackRelease,
-    ctx: &Context,
-) -> Result<(AnySource, Option<ClusterStack>), ReconcileError> {
-    let stack = owning_stack(release, ctx).await?;
-    let spec = match &stack {
-        Some(stack) => source_spec(stack, ctx)?,
-        None => ctx.settings.default_source.clone(),
-    };
-    let ns = release.namespace().unwrap_or_default();
-    let source = ctx.open_in(&spec, &ns).await.map_err(|e| ReconcileError::Config(e.to_string()))?;
-    Ok((source, stack))
 }
 
 enum Fetch {
@@ -307,35 +275,36 @@ enum Fetch {
 /// A restarted operator finds a verified release on disk and needs no listing at all.
 async fn fetch(
     release: &ClusterStackRelease,
-    ctx: &Arc<Context>,
+    rctx: &Arc<ReleaseContext>,
     key: &str,
     source: &AnySource,
     tag: &str,
-) -> Result<Fetch, ReconcileError> {
-    let id = ReleaseId::from_tag(tag).map_err(|e| ReconcileError::Config(e.to_string()))?;
-    match ctx.cache.open(source, &id, tag).await {
+) -> Result<Fetch, Error> {
+    let ctx = &rctx.ctx;
+    let id = ReleaseId::from_tag(tag).map_err(|e| Error::Config(e.to_string()))?;
+    match ctx.sources.cache.open(source, &id, tag).await {
         Ok(Some(f)) => {
-            ctx.clear_download(key);
+            rctx.clear_download(key);
             return Ok(Fetch::Ready(Box::new(f)));
         }
         // Not there, or damaged and discarded by the cache: download it below.
         Ok(None) => {}
         Err(e) => tracing::warn!(release = %key, error = %e, "cached release unusable; downloading again"),
     }
-    match ctx.download(key) {
+    match rctx.download(key) {
         Some(DownloadState::Running(progress)) => return Ok(Fetch::Running(progress)),
         Some(DownloadState::Failed(message)) => {
             // Reported once; the next pass (after the backoff) tries again.
-            ctx.clear_download(key);
+            rctx.clear_download(key);
             return Ok(Fetch::Failed(message));
         }
         Some(DownloadState::Done) | None => {}
     }
     let name = source.name();
-    let polled = ctx.pollers.latest(&source.cache_key()).and_then(|l| l.result.ok());
-    let listed = match polled.or_else(|| ctx.last_listing(&name)) {
+    let polled = ctx.sources.pollers.latest(&source.cache_key()).and_then(|l| l.result.ok());
+    let listed = match polled.or_else(|| ctx.sources.last_listing(&name)) {
         Some(l) if l.iter().any(|r| r.tag == tag) => l,
-        _ => match ctx.list(source, Duration::ZERO).await.result {
+        _ => match ctx.sources.list(source, Duration::ZERO).await.result {
             Ok(l) => l,
             Err(outcome) => return Ok(Fetch::Failed(format!("cannot list {name} to download {tag}: {outcome:?}"))),
         },
@@ -344,15 +313,15 @@ async fn fetch(
         return Ok(Fetch::Failed(format!("{name} does not publish release {tag}")));
     };
     let progress = format!("{} asset(s) of {tag} from {name}", listed.assets.len());
-    ctx.set_download(key, DownloadState::Running(progress.clone()));
-    let task_ctx = Arc::clone(ctx);
+    rctx.set_download(key, DownloadState::Running(progress.clone()));
+    let task_ctx = Arc::clone(rctx);
     let task_source = source.clone();
     let task_key = key.to_string();
     let release_name = release.name_any();
     tokio::spawn(async move {
         // Bounded: at most `concurrency` downloads at once; the others wait here, not in a reconcile.
         let Ok(_permit) = task_ctx.download_slots.clone().acquire_owned().await else { return };
-        let state = match task_ctx.cache.fetch(&task_source, &listed, FetchPolicy::default()).await {
+        let state = match task_ctx.ctx.sources.cache.fetch(&task_source, &listed, FetchPolicy::default()).await {
             Ok(_) => {
                 tracing::info!(release = %task_key, "release downloaded and verified");
                 DownloadState::Done
@@ -372,7 +341,7 @@ async fn fetch(
                 })
             }
         };
-        task_ctx.record_github_stats();
+        task_ctx.ctx.sources.record_github_stats();
         task_ctx.set_download(&task_key, state);
     });
     Ok(Fetch::Running(progress))
@@ -381,13 +350,14 @@ async fn fetch(
 /// The deletion path: needs only the inventory in status, never the cache or a render.
 async fn delete(
     release: &ClusterStackRelease,
-    ctx: &Context,
+    rctx: &ReleaseContext,
     key: &str,
     api: &Api<ClusterStackRelease>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Action, Error> {
     if !has_finalizer(release) {
         return Ok(Action::await_change());
     }
+    let ctx = &rctx.ctx;
     let ns = release.namespace().unwrap_or_default();
     let tag = release.name_any();
     let observe = |step| ReleaseObservation { step, kubernetes_version: None, generation: release.meta().generation };
@@ -408,15 +378,15 @@ async fn delete(
         let message = format!("could not delete {} object(s): {}", failed.len(), failed.join("; "));
         ctx.metrics.failed(CONTROLLER, reason::DELETING);
         write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
-        return Ok(Action::requeue(ctx.release_backoff.failure(key)));
+        return Ok(Action::requeue(rctx.backoff.failure(key)));
     }
     // The provider plug-in removes what it made (e.g. a provider operator's release object).
-    if let Ok(gate_ctx) = ReleaseContext::for_release(release, None, ctx.client.clone()) {
-        let stack = owning_stack(release, ctx).await?;
+    if let Ok(gate_ctx) = GateContext::for_release(release, None, ctx.client.clone()) {
+        let stack = ctx.owning_stack(release).await?;
         let (no_provider, provider_ref) =
             stack.as_ref().map_or((false, None), |s| (s.spec.no_provider, s.spec.provider_ref.clone()));
         if let Cleanup::InProgress { message, recheck_after } =
-            ctx.gate.cleanup(&gate_ctx.with_provider_ref(provider_ref), no_provider).await
+            rctx.gate.cleanup(&gate_ctx.with_provider_ref(provider_ref), no_provider).await
         {
             write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
             return Ok(Action::requeue(recheck_after));
@@ -433,7 +403,7 @@ async fn delete(
     }
     tracing::info!(release = %key, deleted = deleted.with(engine::Action::Deleted).len(), "deleted the release's objects and removed the finalizer");
     ctx.metrics.forget_release(&ns, &tag);
-    ctx.memos.remove(key);
-    ctx.clear_download(key);
+    rctx.memos.remove(key);
+    rctx.clear_download(key);
     Ok(Action::await_change())
 }

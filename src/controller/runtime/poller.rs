@@ -12,15 +12,27 @@
 //! used): the listing is the same whoever asks.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio::sync::Notify;
 
 use crate::source::{ListedRelease, ReleaseSource, SourceError};
+use crate::util::lock;
 
-use super::status::SyncOutcome;
+/// How the last attempt to list the source went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// Listed; the plan was carried out.
+    Listed,
+    /// The source could not be listed; nothing was deleted.
+    Unavailable { message: String, retry_at: Option<Timestamp> },
+    /// The source's rate limit is exhausted until `until`; nothing was deleted.
+    RateLimited { until: Timestamp },
+    /// `spec.suspend` is true: nothing was polled or changed.
+    Suspended,
+}
 
 /// The last listing of one source.
 #[derive(Debug, Clone)]
@@ -67,10 +79,6 @@ pub struct Pollers<S> {
     pollers: Arc<Mutex<HashMap<String, Poller>>>,
     notify: Notifier,
     _source: std::marker::PhantomData<fn() -> S>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<S> std::fmt::Debug for Pollers<S> {

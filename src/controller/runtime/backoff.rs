@@ -73,7 +73,7 @@ impl Backoff {
     /// next attempt: `base * 2^(failures-1)`, capped, jittered.
     pub fn failure(&self, key: &str) -> Duration {
         let n = {
-            let mut map = self.lock();
+            let mut map = crate::util::lock(&self.failures);
             let n = map.entry(key.to_string()).or_insert(0);
             *n = n.saturating_add(1);
             *n
@@ -93,17 +93,12 @@ impl Backoff {
 
     /// Forgets the failures of `key`: the next failure starts at `base` again.
     pub fn success(&self, key: &str) {
-        self.lock().remove(key);
+        crate::util::lock(&self.failures).remove(key);
     }
 
     /// The current consecutive failure count of `key`.
     pub fn failures(&self, key: &str) -> u32 {
-        self.lock().get(key).copied().unwrap_or(0)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        // A panic while holding the lock leaves only counters behind; keep going.
-        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.failures).get(key).copied().unwrap_or(0)
     }
 }
 

@@ -188,7 +188,7 @@ impl Metrics {
     /// Brings the GitHub counters up to the client's cumulative `stats` (adds what is new since the
     /// last call) and sets the remaining rate limit.
     pub fn set_github_stats(&self, stats: &crate::source::github::GitHubStats) {
-        let mut seen = self.github_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = crate::util::lock(&self.github_seen);
         let mut counts: Vec<(String, u64)> =
             stats.requests_by_status.iter().map(|(s, n)| (s.to_string(), *n)).collect();
         counts.push(("error".to_string(), stats.transport_errors));

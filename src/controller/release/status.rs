@@ -9,12 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{ClusterStackReleaseStatus, ResourceStatus, SyncStatus};
 
-use super::clusters::ClusterKey;
-use super::status::{PHASE_APPLYING, PHASE_DELETING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED, PHASE_PROVIDER};
 use crate::api::conditions::{
     APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, progress_from_ready, reason, set_condition,
     set_progress,
 };
+use crate::controller::runtime::clusters::ClusterKey;
+use crate::controller::{PHASE_APPLYING, PHASE_DELETING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED, PHASE_PROVIDER};
 
 /// How many failing objects a condition message names before summarising.
 const MAX_NAMED: usize = 3;

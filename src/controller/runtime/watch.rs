@@ -17,7 +17,7 @@
 //! resync stays as a safety net.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::TryStreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
@@ -33,7 +33,8 @@ use crate::apply::{RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
 
 use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
 use super::context::Context;
-use super::objects::STACK_LABEL;
+use crate::controller::STACK_LABEL;
+use crate::util::lock;
 
 /// The label that assigns a ClusterStack (and its releases) to an operator shard.
 pub const SHARD_LABEL: &str = "clusterstack.x-k8s.io/shard";
@@ -65,9 +66,13 @@ pub struct TriggerStreams {
     pub releases: UnboundedReceiver<ObjectRef<ClusterStackRelease>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+/// The Cluster index is not synced yet: no answer about which release is in use.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the CAPI Cluster watch has not synced yet")]
+pub struct ClustersNotSynced;
+
+/// Told `namespace/tag` of a release whose applied object someone else changed.
+type ReleaseChanged = Box<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
 struct ClusterIndex {
@@ -85,6 +90,7 @@ pub struct Watches {
     kinds: Mutex<HashSet<GroupVersionKind>>,
     stack_store: OnceLock<Store<ClusterStack>>,
     release_store: OnceLock<Store<ClusterStackRelease>>,
+    release_changed: OnceLock<ReleaseChanged>,
     /// Stops the watch tasks.
     pub stop: CancellationToken,
 }
@@ -114,6 +120,7 @@ impl Watches {
             kinds: Mutex::default(),
             stack_store: OnceLock::new(),
             release_store: OnceLock::new(),
+            release_changed: OnceLock::new(),
             stop: CancellationToken::new(),
         }
     }
@@ -139,6 +146,12 @@ impl Watches {
                 }
             }
         })
+    }
+
+    /// Sets what to tell when someone else changed an applied object of a release (once: the
+    /// release controller forgets its memo of the release).
+    pub fn on_release_changed(&self, f: impl Fn(&str) + Send + Sync + 'static) {
+        let _ = self.release_changed.set(Box::new(f));
     }
 
     /// Triggers a reconcile of a ClusterStack.
@@ -191,11 +204,11 @@ impl Watches {
     /// copy of every Cluster's per reconcile costs megabytes with thousands of Clusters), once
     /// the Cluster index is synced (waits up to 30 s for it); an error when it is not: without
     /// the usages a plan could delete a release in use.
-    pub async fn cluster_usages_in(&self, class_namespace: &str) -> Result<Vec<ClassUsage>, super::ReconcileError> {
+    pub async fn cluster_usages_in(&self, class_namespace: &str) -> Result<Vec<ClassUsage>, ClustersNotSynced> {
         let mut synced = self.clusters_synced.subscribe();
         let waited = tokio::time::timeout(std::time::Duration::from_secs(30), synced.wait_for(|s| *s)).await;
         if !matches!(waited, Ok(Ok(_))) {
-            return Err(super::ReconcileError::Config("the CAPI Cluster watch has not synced yet".into()));
+            return Err(ClustersNotSynced);
         }
         Ok(lock(&self.clusters).usages.values().filter(|u| u.class_namespace == class_namespace).cloned().collect())
     }
@@ -449,7 +462,9 @@ fn object_changed(
         kind = %gvk.kind, object = %format!("{namespace}/{name}"), release = %format!("{release_ns}/{tag}"), deleted,
         "an object of a release changed outside the operator: re-applying"
     );
-    ctx.memos.forget(&format!("{release_ns}/{tag}"));
+    if let Some(changed) = ctx.watches.release_changed.get() {
+        changed(&format!("{release_ns}/{tag}"));
+    }
     ctx.watches.trigger_release(release_ns, tag);
 }
 

@@ -1,7 +1,6 @@
 //! The ClusterStack status, derived from the plan and the releases' real
 //! conditions, and the test that keeps unchanged passes from writing.
 
-use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{ClusterStackRelease, ClusterStackReleaseSummary, ClusterStackStatus, Condition};
@@ -9,34 +8,8 @@ use crate::release::ReleaseId;
 
 use super::keep::{Plan, version_order};
 use crate::api::conditions::{self, FALSE, READY, RELEASES_SYNCED, TRUE, condition, reason, set_condition};
-
-/// Phase: the release's assets are being fetched into the cache.
-pub const PHASE_DOWNLOADING: &str = "downloading release assets";
-/// Phase: the provider-specific gate (node images) runs.
-pub const PHASE_PROVIDER: &str = "provider-specific work";
-/// Phase: the rendered objects are being applied.
-pub const PHASE_APPLYING: &str = "applying objects";
-/// Phase: everything is applied and synced.
-pub const PHASE_DONE: &str = "done";
-/// Phase: a step failed; the `Ready` condition says which and why.
-pub const PHASE_FAILED: &str = "failed";
-/// Phase: the release is being deleted (waiting for Clusters, or removing objects).
-pub const PHASE_DELETING: &str = "deleting";
-/// Phase: the release controller has not reported yet.
-pub const PHASE_PENDING: &str = "pending";
-
-/// How the last attempt to list the source went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SyncOutcome {
-    /// Listed; the plan was carried out.
-    Listed,
-    /// The source could not be listed; nothing was deleted.
-    Unavailable { message: String, retry_at: Option<Timestamp> },
-    /// The source's rate limit is exhausted until `until`; nothing was deleted.
-    RateLimited { until: Timestamp },
-    /// `spec.suspend` is true: nothing was polled or changed.
-    Suspended,
-}
+use crate::controller::runtime::poller::SyncOutcome;
+use crate::controller::{PHASE_DELETING, PHASE_PENDING};
 
 /// Everything a ClusterStack status is built from.
 #[derive(Debug, Clone, Copy)]
@@ -251,7 +224,8 @@ pub fn status_changed(current: Option<&ClusterStackStatus>, new: &ClusterStackSt
 mod tests {
     use super::*;
     use crate::api::{ClusterStackReleaseSpec, ClusterStackReleaseStatus};
-    use crate::controller::keep::{KeepReason, KeptRelease};
+    use crate::controller::stack::keep::{KeepReason, KeptRelease};
+    use crate::controller::{PHASE_APPLYING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED};
 
     fn time(s: &str) -> Time {
         Time(s.parse().unwrap())
@@ -400,7 +374,7 @@ mod tests {
     fn plan_warnings_reach_the_synced_condition() {
         let now = time("2026-05-01T00:00:00Z");
         let mut plan = plan_keeping(&[], None);
-        plan.warnings.push(crate::controller::keep::PlanWarning::PinnedNotListed { version: "v7".into() });
+        plan.warnings.push(crate::controller::stack::keep::PlanWarning::PinnedNotListed { version: "v7".into() });
         let s = build_status(None, input(Some(&plan), &[], &SyncOutcome::Listed, &now));
         assert!(conditions::find(&s.conditions, RELEASES_SYNCED).unwrap().message.contains("pinned version v7"));
     }

@@ -23,7 +23,7 @@ use std::fmt;
 use crate::api::{Channel, ClusterStack};
 use crate::release::{KubernetesMinor, ReleaseId, StackVersion};
 
-use super::clusters::{ClassUsage, ClusterKey};
+use crate::controller::runtime::clusters::{ClassUsage, ClusterKey};
 
 /// An existing ClusterStackRelease of the stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,14 +153,7 @@ pub fn plan(
     plan_with_holds(stack, listed, existing, usages, &[])
 }
 
-/// A release a ClusterStackRollout that is not `Succeeded` may move Clusters back to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RolloutHold {
-    /// The rollout's name (same namespace as the stack).
-    pub rollout: String,
-    /// The `from` class of one of its Clusters.
-    pub release: ReleaseId,
-}
+pub use crate::controller::runtime::holds::RolloutHold;
 
 /// [`plan`], also keeping the releases rollouts may roll back to (`holds`).
 pub fn plan_with_holds(

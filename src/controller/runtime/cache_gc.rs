@@ -68,7 +68,7 @@ pub async fn pass(ctx: &Context, first_unreferenced: &mut HashMap<(String, Strin
     }
     // By tag, in any namespace and any source: a release still used anywhere stays.
     let referenced: HashSet<String> = store.state().iter().map(|r| r.name_any()).collect();
-    let root = ctx.cache.root().to_path_buf();
+    let root = ctx.sources.cache.root().to_path_buf();
     let Ok(entries) = tokio::task::spawn_blocking(move || crate::source::cache::entries_under(&root)).await else {
         return;
     };
@@ -82,7 +82,7 @@ pub async fn pass(ctx: &Context, first_unreferenced: &mut HashMap<(String, Strin
     let sources: HashSet<&String> = due.iter().map(|e| &e.source_key).collect();
     for source in sources {
         let keep = by_source.get(source).cloned().unwrap_or_default();
-        match ctx.cache.prune(source, &keep).await {
+        match ctx.sources.cache.prune(source, &keep).await {
             Ok(removed) => {
                 for tag in removed {
                     tracing::info!(source = %source, tag, "removed an unreferenced release from the cache");

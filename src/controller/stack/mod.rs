@@ -1,6 +1,14 @@
 //! The ClusterStack reconciler: poll the source, keep the wanted releases, report status.
-//! The flowchart is `docs/DESIGN.md` §2; the decisions are the pure functions of
-//! [`keep`](super::keep) and [`status`](super::status).
+//! The flowchart is `docs/DESIGN.md` §2. A pass gathers its inputs (the poller's listing, the
+//! stack's releases from the store, the Cluster usages from the index), decides with the pure
+//! [`decide`], [`keep::plan`] and [`status::build_status`], and carries the plan out (create,
+//! delete, write the status).
+
+pub mod context;
+pub mod decide;
+pub mod keep;
+pub mod objects;
+pub mod status;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,69 +21,55 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{ClusterStack, ClusterStackRelease};
 use crate::apply::FIELD_MANAGER;
-use crate::source::{ReleaseSource, SourceSpec};
+use crate::controller::runtime::backoff::{jittered, poll_interval};
+use crate::controller::runtime::context::key_of;
+use crate::controller::runtime::poller::SyncOutcome;
+use crate::controller::{RECONCILE_REQUESTED_AT, STACK_LABEL};
+use crate::source::ReleaseSource;
+use crate::util::is_not_found;
 
-use super::backoff::{jittered, poll_interval};
-
-use super::context::{Context, StackPoll};
-use super::keep::{self, ExistingRelease};
-use super::objects::{LastPoll, STACK_LABEL, controlled_by, release_for};
-use super::status::{StatusInput, SyncOutcome, build_status, status_changed};
-use super::{ReconcileError, is_not_found};
+pub use context::{Error, StackContext, StackPoll};
+use keep::ExistingRelease;
+use objects::{LastPoll, controlled_by, release_for};
+use status::{StatusInput, build_status, status_changed};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterstack";
 
-/// The key of an object in the context's maps.
-pub fn key_of<K: Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or_default(),
-        obj.meta().name.as_deref().unwrap_or_default()
-    )
-}
-
-/// The source a stack follows: `spec.source`, else the operator's default.
-pub fn source_spec(stack: &ClusterStack, ctx: &Context) -> Result<SourceSpec, ReconcileError> {
-    match &stack.spec.source {
-        Some(s) => SourceSpec::from_crd(s).map_err(|e| ReconcileError::Config(e.to_string())),
-        None => Ok(ctx.settings.default_source.clone()),
-    }
-}
-
 /// One reconcile pass of a ClusterStack.
-pub async fn reconcile(stack: Arc<ClusterStack>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(stack: Arc<ClusterStack>, sctx: Arc<StackContext>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(stack.as_ref());
-    let result = reconcile_inner(&stack, &ctx, &key).await;
-    ctx.metrics.reconciled(CONTROLLER, started.elapsed());
+    let result = reconcile_inner(&stack, &sctx, &key).await;
+    sctx.ctx.metrics.reconciled(CONTROLLER, started.elapsed());
     if result.is_ok() {
-        ctx.stack_backoff.success(&key);
+        sctx.backoff.success(&key);
     }
     result
 }
 
 /// The error policy: count the failure and back off per object.
-pub fn error_policy(stack: Arc<ClusterStack>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+pub fn error_policy(stack: Arc<ClusterStack>, error: &Error, sctx: Arc<StackContext>) -> Action {
     let key = key_of(stack.as_ref());
-    ctx.metrics.failed(CONTROLLER, error.reason());
-    let delay = ctx.stack_backoff.failure(&key);
+    sctx.ctx.metrics.failed(CONTROLLER, error.metric_label());
+    let delay = sctx.backoff.failure(&key);
     tracing::warn!(stack = %key, error = %error, retry_in = ?delay, "ClusterStack reconcile failed");
     Action::requeue(delay)
 }
 
-async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) -> Result<Action, ReconcileError> {
+async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -> Result<Action, Error> {
+    let ctx = &sctx.ctx;
     let ns = stack.namespace().unwrap_or_default();
     let name = stack.name_any();
     if stack.meta().deletion_timestamp.is_some() {
         // Owner references make the API server delete the releases; their finalizers clean up.
-        ctx.forget_stack(key);
-        ctx.pollers.unsubscribe(key);
+        sctx.forget_stack(key);
+        ctx.sources.pollers.unsubscribe(key);
         return Ok(Action::await_change());
     }
     // The provider objects of its releases are watched: a regression reaches them in seconds.
     if let Some(kind) = stack.spec.provider_ref.as_ref().and_then(crate::provider::provider_object_kind) {
-        super::watch::watch_kind(ctx, &kind).await;
+        crate::controller::runtime::watch::watch_kind(ctx, &kind).await;
     }
     let interval = poll_interval(stack.spec.poll_interval.as_deref(), ctx.settings.poll_interval)
         .unwrap_or(ctx.settings.poll_interval);
@@ -92,7 +86,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
     };
     let usages = ctx.watches.cluster_usages_in(&ns).await?;
     // The way back of unfinished rollouts stays (a roll back needs its class).
-    let holds = super::rollout::reconcile::holds(&ctx.client, &ns).await?;
+    let holds = crate::controller::runtime::holds::holds(&ctx.client, &ns).await?;
     let now = Timestamp::now();
     let time = Time(now);
 
@@ -101,25 +95,22 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
     } else {
         // The repository's poller lists it once per interval for every stack reading it, and
         // triggers them when the listing changed; a new `reconcile-requested-at` forces a poll.
-        let previous = ctx.poll(key);
-        let forced = previous.as_ref().is_some_and(|p| {
-            p.last.requested_at.as_deref() != stack.annotations().get(super::RECONCILE_REQUESTED_AT).map(String::as_str)
-        });
-        let spec = source_spec(stack, ctx)?;
-        let refused = previous.as_ref().is_some_and(|p| {
-            matches!(&p.listing, Err(SyncOutcome::Unavailable { message, .. })
-                if message.contains("401") || message.contains("Bad credentials"))
-        });
-        if forced || refused {
+        let previous = sctx.poll(key);
+        let request = decide::poll_request(
+            previous.as_ref(),
+            stack.annotations().get(RECONCILE_REQUESTED_AT).map(String::as_str),
+        );
+        let spec = ctx.stack_source(stack)?;
+        if request.reread_tokens {
             // A rotated tokenSecretRef is read again.
-            ctx.forget_tokens(&ns);
+            ctx.sources.forget_tokens(&ns);
         }
-        let listing = match ctx.open_in(&spec, &ns).await {
+        let listing = match ctx.sources.open_in(&spec, &ns).await {
             Ok(source) => {
                 let source_key = source.cache_key();
-                let latest = ctx.pollers.subscribe(&source_key, &source, interval, key);
-                if forced {
-                    ctx.pollers.poll_now(&source_key, key);
+                let latest = ctx.sources.pollers.subscribe(&source_key, &source, interval, key);
+                if request.forced {
+                    ctx.sources.pollers.poll_now(&source_key, key);
                 }
                 match latest {
                     Some(l) => Some((l.at, l.result)),
@@ -131,20 +122,12 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
             Err(e) => Some((now, Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }))),
         };
         let Some((at, listing)) = listing else {
-            ctx.set_poll(key, StackPoll { last: LastPoll::of(stack, now), listing: Err(SyncOutcome::Suspended) });
+            sctx.set_poll(key, StackPoll { last: LastPoll::of(stack, now), listing: Err(SyncOutcome::Suspended) });
             return Ok(Action::requeue(jittered(ctx.settings.resync_interval, 0.1, &ctx.random)));
         };
         let poll = StackPoll { last: LastPoll::of(stack, at), listing };
-        ctx.set_poll(key, poll.clone());
-        match poll.listing {
-            Ok(list) => (SyncOutcome::Listed, Some(list)),
-            Err(SyncOutcome::Unavailable { message, retry_at: None }) => {
-                // Derived from the poll's time, so that passes before the retry write the same status.
-                let retry_at = poll.last.at.checked_add(interval).ok();
-                (SyncOutcome::Unavailable { message, retry_at }, None)
-            }
-            Err(outcome) => (outcome, None),
-        }
+        sctx.set_poll(key, poll.clone());
+        decide::sync_outcome(poll, interval)
     };
 
     let plan = if stack.spec.suspend {
@@ -161,7 +144,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
     if let Some(plan) = &plan {
         let pp = PatchParams::apply(FIELD_MANAGER).force();
         for id in &plan.create {
-            let release = release_for(stack, id).map_err(|e| ReconcileError::Config(e.to_string()))?;
+            let release = release_for(stack, id)?;
             let tag = id.tag();
             let created = releases_api.patch(&tag, &pp, &Patch::Apply(&release)).await?;
             tracing::info!(stack = %key, release = %tag, "created ClusterStackRelease");
@@ -212,7 +195,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
         },
     );
     if status_changed(stack.status.as_ref(), &status) {
-        let body = super::status_patch(stack.status.as_ref(), &status)?;
+        let body = crate::controller::status_patch(stack.status.as_ref(), &status)?;
         stacks_api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body)).await?;
     }
 

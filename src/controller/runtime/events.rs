@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -117,7 +117,7 @@ impl EventRecorder {
     }
 
     fn book(&self) -> MutexGuard<'_, SeriesBook> {
-        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::util::lock(&self.book)
     }
 
     fn key(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: &str) -> u64 {
@@ -156,7 +156,7 @@ impl EventRecorder {
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => return Ok(()),
                 // Expired on the server (its TTL is an hour): start a new series.
-                Err(e) if super::is_not_found(&e) => {
+                Err(e) if crate::util::is_not_found(&e) => {
                     self.book().forget(key);
                 }
                 Err(e) => return Err(e),
