@@ -19,7 +19,7 @@ const NS: &str = "stacks";
 const TEAM: &str = "team";
 const CC: &str = "cluster.x-k8s.io/v1beta1";
 const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(180);
 /// How long the stand-in takes to settle a moved Cluster.
 const SETTLE: Duration = Duration::from_millis(300);
 
@@ -159,7 +159,7 @@ async fn twenty_clusters_canary_then_waves_of_five_with_soak() {
         server.put_object(cluster(&format!("c{i:02}"), 1, "v1.27.3", labels(i, 1)));
     }
     let soak = Duration::from_millis(800);
-    server.put_object(rollout(json!({"target": "v2", "soakTime": "800ms", "progressDeadline": "20s", "waves": [
+    server.put_object(rollout(json!({"target": "v2", "soakTime": "800ms", "progressDeadline": "120s", "waves": [
         {"name": "canary", "clusterSelector": {"matchLabels": {"rollout": "canary"}}},
         {"name": "rest", "maxConcurrent": 5}]})));
     wait_for("Succeeded", || phase(&server) == "Succeeded").await;
@@ -214,7 +214,7 @@ async fn a_failing_canary_halts_with_no_other_cluster_moved_and_is_rolled_back()
         }
         server.put_object(cluster(&format!("c{i:02}"), 1, "v1.27.3", l));
     }
-    server.put_object(rollout(json!({"target": "v2", "progressDeadline": "2s", "waves": [
+    server.put_object(rollout(json!({"target": "v2", "progressDeadline": "8s", "waves": [
         {"name": "canary", "clusterSelector": {"matchLabels": {"rollout": "canary"}}},
         {"name": "rest", "maxConcurrent": 5}]})));
     wait_for("Halted", || phase(&server) == "Halted").await;
@@ -251,7 +251,7 @@ async fn a_failure_in_the_third_wave_rolls_back_that_wave_only() {
     }
     let wave = |n: &str| json!({"name": n, "clusterSelector": {"matchLabels": {"batch": n}}, "maxConcurrent": 3});
     server.put_object(rollout(
-        json!({"target": "v2", "progressDeadline": "2s", "waves": [wave("b0"), wave("b1"), wave("b2")]}),
+        json!({"target": "v2", "progressDeadline": "8s", "waves": [wave("b0"), wave("b1"), wave("b2")]}),
     ));
     wait_for("Halted", || phase(&server) == "Halted").await;
     wait_for("third wave back on v1", || {
@@ -276,7 +276,7 @@ async fn a_raised_kubernetes_version_is_not_rolled_back() {
     let (server, op) = setup(&["v2", "v3"], cache.path()).await;
     let _topology = Topology::start(&server, SETTLE);
     server.put_object(cluster("c0", 2, "v1.27.3", json!({FAIL_LABEL: "true"})));
-    server.put_object(rollout(json!({"target": "v3", "progressDeadline": "2s"})));
+    server.put_object(rollout(json!({"target": "v3", "progressDeadline": "8s"})));
     wait_for("Halted", || phase(&server) == "Halted").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let c = server.get_object(CC, "Cluster", Some(TEAM), "c0").unwrap();
@@ -302,7 +302,7 @@ async fn killing_the_operator_mid_wave_moves_no_cluster_twice() {
         server.put_object(cluster(&format!("c{i}"), 1, "v1.27.3", json!({})));
     }
     server.put_object(rollout(
-        json!({"target": "v2", "progressDeadline": "20s", "waves": [{"name": "all", "maxConcurrent": 3}]}),
+        json!({"target": "v2", "progressDeadline": "120s", "waves": [{"name": "all", "maxConcurrent": 3}]}),
     ));
     wait_for("some moved", || moves(&server).len() >= 4).await;
     op.kill().await;
@@ -381,7 +381,7 @@ async fn the_retry_annotation_retries_a_halted_target() {
     let (server, op) = setup(&["v1", "v2"], cache.path()).await;
     let _topology = Topology::start(&server, SETTLE);
     server.put_object(cluster("c0", 1, "v1.27.3", json!({FAIL_LABEL: "true"})));
-    server.put_object(rollout(json!({"target": "v2", "progressDeadline": "2s"})));
+    server.put_object(rollout(json!({"target": "v2", "progressDeadline": "8s"})));
     wait_for("Halted", || phase(&server) == "Halted").await;
     wait_for("rolled back", || class_of(&server, "c0") == "docker-ferrol-1-27-v1").await;
     // Fixed: it no longer fails; retry.
