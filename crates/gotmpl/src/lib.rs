@@ -26,6 +26,6 @@ mod tests_lead;
 
 pub use exec::{ExecLimits, ExecOptions, MissingKey, TemplateError, TemplateErrorKind, execute};
 pub use fmt::{format_value, sprint, sprintf, sprintln};
-pub use func::{Func, FuncMap, Host, Param, Signature};
+pub use func::{DEFAULT_MAX_SIZE, Func, FuncMap, Host, Param, Signature, room};
 pub use parse::Templates;
 pub use value::{FuncError, Map, Object, Value};
