@@ -16,7 +16,7 @@ use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseStatus, S
 use crate::apply::{ApplyOptions, ReleaseOwner};
 use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext};
 use crate::release::ReleaseId;
-use crate::render::{RenderContext, render_cluster_class};
+use crate::render::RenderContext;
 use crate::source::cache::FetchedRelease;
 use crate::source::{AnySource, FetchPolicy, ListedRelease, ReleaseSource};
 
@@ -190,9 +190,7 @@ async fn reconcile_inner(
 
     let chart = fetched.cluster_class_chart_dir();
     let render_ctx = RenderContext::new(&id, &ns);
-    let rendered = tokio::task::spawn_blocking(move || render_cluster_class(&chart, &render_ctx))
-        .await
-        .map_err(|e| ReconcileError::Task(e.to_string()))?;
+    let rendered = crate::render::worker::render_cluster_class_isolated(&tag, chart, render_ctx).await;
     let objects = match rendered {
         Ok(o) => o,
         Err(e) => {

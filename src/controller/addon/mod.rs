@@ -13,6 +13,7 @@
 //! version, and what the new version no longer renders is pruned from the inventory. Watching
 //! cannot hold an upgrade: CAPI may roll the control plane while the stages run.
 
+pub mod cel_budget;
 pub mod hooks;
 pub mod stages;
 pub mod workload;
