@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use gotmpl::{ExecOptions, MissingKey, Templates, Value, execute};
-use helm_render::{helm_func_map, yaml_to_value};
+use gotmpl::{ExecOptions, MissingKey, Templates, Value, execute_with};
+use helm_render::{RenderEnv, helm_func_map, yaml_to_value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -112,13 +112,14 @@ fn run_batch(helm: &Path, seed: u64) -> (usize, Vec<String>) {
             &yaml_to_value(&values.yaml).unwrap_or_else(|e| panic!("seed {seed}: values do not parse: {e}")),
         ),
     )]));
-    let opts = ExecOptions { missing_key: MissingKey::Zero, seed: Some(seed), ..ExecOptions::default() };
+    let opts = ExecOptions { missing_key: MissingKey::Zero, ..ExecOptions::default() };
+    let mut env = RenderEnv::new(Some(seed), jiff::Zoned::now());
     let mut failures = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         let mut set = Templates::new();
         let ours = set
             .add(&format!("rnd/templates/_gen{i}.tpl"), &define(i, body), &funcs)
-            .and_then(|()| execute(&set, &format!("gen{i}"), &data, &funcs, &opts))
+            .and_then(|()| execute_with(&set, &format!("gen{i}"), &data, &funcs, &opts, &mut env))
             .map_err(|e| e.to_string());
         let Some(theirs) = helm_out.get(&i) else {
             failures.push(report(seed, i, body, &values.yaml, "helm printed nothing for it", &ours));

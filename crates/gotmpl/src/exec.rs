@@ -1,16 +1,16 @@
 //! Execution of parsed templates (text/template/exec.go): Go's truthiness,
 //! variable scopes, field chains on maps and objects, function calls with
 //! Go's argument conversion, the builtins, limits, and the [`Host`] that
-//! gives functions `include`, `tpl`, randomness and "now".
+//! lets functions execute templates of the running set and reach the
+//! caller's state.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use rand::SeedableRng as _;
-
 use super::builtins::Builtin;
 use super::fmt::write_value;
-use super::func::{FuncMap, Host, Param};
+use super::func::{FuncMap, Host, Param, TextError};
 use super::parse::{Arg, Callee, Cmd, Control, Node, Number, Pipe, Templates, Tree, parse};
 use super::value::{FuncError, Value};
 
@@ -49,20 +49,10 @@ impl Default for ExecLimits {
 }
 
 /// How to execute.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ExecOptions {
     pub missing_key: MissingKey,
     pub limits: ExecLimits,
-    /// Seed of the generator behind `Host::rng` (None: the OS's entropy).
-    pub seed: Option<u64>,
-    /// "Now" for `now`, `date`, certificates.
-    pub now: jiff::Zoned,
-}
-
-impl Default for ExecOptions {
-    fn default() -> Self {
-        Self { missing_key: MissingKey::Default, limits: ExecLimits::default(), seed: None, now: jiff::Zoned::now() }
-    }
 }
 
 /// What kind of failure.
@@ -131,6 +121,17 @@ impl fmt::Display for TemplateError {
 impl std::error::Error for TemplateError {}
 
 /// Executes template `name` of the set with `data`.
+///
+/// ```
+/// use gotmpl::{ExecOptions, FuncMap, Templates, Value, execute};
+///
+/// let funcs = FuncMap::new();
+/// let mut set = Templates::new();
+/// set.add("greeting", "Hello, {{ .name }}!{{ if .admin }} (admin){{ end }}", &funcs).unwrap();
+/// let data = Value::from_json(&serde_json::json!({"name": "Ada", "admin": true}));
+/// let out = execute(&set, "greeting", &data, &funcs, &ExecOptions::default()).unwrap();
+/// assert_eq!(out, "Hello, Ada! (admin)");
+/// ```
 pub fn execute(
     set: &Templates,
     name: &str,
@@ -138,17 +139,47 @@ pub fn execute(
     funcs: &FuncMap,
     opts: &ExecOptions,
 ) -> Result<String, TemplateError> {
+    execute_with(set, name, data, funcs, opts, &mut ())
+}
+
+/// Executes template `name` of the set with `data`, giving the functions
+/// `state` through [`Host::state`] (a library's per-execution state: Helm's
+/// randomness and clock, say).
+///
+/// ```
+/// use gotmpl::{ExecOptions, Func, FuncMap, Signature, Templates, Value, execute_with};
+///
+/// // A function that counts its calls in the caller's state.
+/// let mut funcs = FuncMap::new();
+/// funcs.insert("tick", Func::new(Signature::fixed(&[]), |h, _| {
+///     let n = h.state().downcast_mut::<i64>().ok_or_else(|| gotmpl::FuncError::msg("no counter"))?;
+///     *n += 1;
+///     Ok(Value::Int64(*n))
+/// }));
+/// let mut set = Templates::new();
+/// set.add("t", "{{ tick }} {{ tick }}", &funcs).unwrap();
+/// let mut counter = 0_i64;
+/// let out = execute_with(&set, "t", &Value::Nil, &funcs, &ExecOptions::default(), &mut counter).unwrap();
+/// assert_eq!((out.as_str(), counter), ("1 2", 2));
+/// ```
+pub fn execute_with(
+    set: &Templates,
+    name: &str,
+    data: &Value,
+    funcs: &FuncMap,
+    opts: &ExecOptions,
+    state: &mut dyn Any,
+) -> Result<String, TemplateError> {
     let mut ex = Exec {
         set: set.clone(),
         funcs,
         opts,
+        state,
         steps: 0,
         depth: 0,
-        rng: None,
         dot_kind: NilKind::Invalid,
         fail_detail: None,
         dollar: Arc::from("$"),
-        includes: Default::default(),
         inner: Default::default(),
     };
     ex.run_named(name, data)
@@ -173,9 +204,10 @@ struct Exec<'a> {
     set: Templates,
     funcs: &'a FuncMap,
     opts: &'a ExecOptions,
+    /// The caller's state, for [`Host::state`].
+    state: &'a mut dyn Any,
     steps: u64,
     depth: usize,
-    rng: Option<rand::rngs::StdRng>,
     /// The static type of dot (a range element is `interface {}`).
     dot_kind: NilKind,
     /// The author's message of a `fail` inside `include`/`tpl`, carried out
@@ -183,8 +215,6 @@ struct Exec<'a> {
     fail_detail: Option<String>,
     /// The name `$`, shared by every template invocation.
     dollar: Arc<str>,
-    /// Nesting count per name of `include` (Helm stops at 1000).
-    includes: std::collections::HashMap<String, usize>,
     /// The innermost failure of an `include`/`tpl` on its way out.
     inner: std::cell::Cell<Option<Box<Origin>>>,
 }
@@ -1110,14 +1140,6 @@ impl Exec<'_> {
         Ok(v)
     }
 
-    fn rng_mut(&mut self) -> &mut rand::rngs::StdRng {
-        let seed = self.opts.seed;
-        self.rng.get_or_insert_with(|| match seed {
-            Some(s) => rand::rngs::StdRng::seed_from_u64(s),
-            None => rand::rngs::StdRng::from_os_rng(),
-        })
-    }
-
     fn nested(&mut self, tree: &Tree, name: &str, data: &Value) -> Result<String, FuncError> {
         if self.depth >= self.opts.limits.max_depth {
             return Err(FuncError::Limit(format!("exceeded maximum template depth ({})", self.opts.limits.max_depth)));
@@ -1140,9 +1162,6 @@ impl Exec<'_> {
     }
 }
 
-/// Helm's limit on nested `include`s of one template name.
-const HELM_MAX_INCLUDE_NESTING: usize = 1000;
-
 /// Runs `f` on a fresh stack segment when the current one runs low, so
 /// recursion through `template`/`include`/`tpl` ends at `max_depth`, never
 /// in a stack overflow.
@@ -1163,35 +1182,19 @@ impl fmt::Display for TemplateCtx<'_> {
 }
 
 impl Host for Exec<'_> {
-    fn include(&mut self, name: &str, data: &Value) -> Result<String, FuncError> {
+    fn execute_template(&mut self, name: &str, data: &Value) -> Result<String, FuncError> {
         let Some(tree) = self.set.get(name).cloned() else {
             return Err(FuncError::Message(format!(
                 "template: no template {:?} associated with template {:?}",
                 name, &*self.set.name
             )));
         };
-        // Helm's guard against runaway recursion.
-        let count = self.includes.entry(name.to_string()).or_insert(0);
-        if *count > HELM_MAX_INCLUDE_NESTING {
-            return Err(FuncError::Limit(format!(
-                "rendering template has a nested reference name: {name}: unable to execute template"
-            )));
-        }
-        *count += 1;
-        let r = self.nested(&tree, name, data);
-        if let Some(c) = self.includes.get_mut(name) {
-            *c -= 1;
-        }
-        r
+        self.nested(&tree, name, data)
     }
 
-    /// Helm's `tpl`: `text` parsed as a template named like the set
-    /// (`gotpl`), its `define`s visible only inside this call; `<no value>`
-    /// removed from the output; errors worded as Helm wraps them.
-    fn tpl(&mut self, text: &str, data: &Value) -> Result<String, FuncError> {
+    fn execute_text(&mut self, text: &str, data: &Value) -> Result<String, TextError> {
         let set_name = self.set.name.clone();
-        let parsed = parse(&set_name, &set_name, text, self.funcs)
-            .map_err(|e| FuncError::Message(format!("cannot parse template {text:?}: {e}")))?;
+        let parsed = parse(&set_name, &set_name, text, self.funcs).map_err(|e| TextError::Parse(e.to_string()))?;
         let saved = if parsed.len() > 1 {
             let mut set = self.set.clone();
             let trees = Arc::make_mut(&mut set.trees);
@@ -1210,24 +1213,11 @@ impl Host for Exec<'_> {
         if let Some(s) = saved {
             self.set = s;
         }
-        match r {
-            Ok(s) => Ok(if s.contains("<no value>") { s.replace("<no value>", "") } else { s }),
-            Err(FuncError::Message(m)) => {
-                Err(FuncError::Message(format!("error during tpl function execution for {text:?}: {m}")))
-            }
-            Err(FuncError::Fail(m)) => {
-                Err(FuncError::Fail(format!("error during tpl function execution for {text:?}: {m}")))
-            }
-            Err(e) => Err(e),
-        }
+        r.map_err(TextError::Exec)
     }
 
-    fn rng(&mut self) -> &mut dyn rand::RngCore {
-        self.rng_mut()
-    }
-
-    fn now(&self) -> jiff::Zoned {
-        self.opts.now.clone()
+    fn state(&mut self) -> &mut dyn Any {
+        self.state
     }
 
     fn charge(&mut self, fuel: u64) -> Result<(), FuncError> {

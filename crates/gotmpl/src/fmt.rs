@@ -866,16 +866,23 @@ fn push_escaped(out: &mut String, c: char, q: char, ascii: bool) {
     }
 }
 
-/// Go's strconv.IsPrint, approximated: not a control or format character, not a
-/// line/paragraph separator and not a non-ASCII space other than U+0020.
-pub(crate) fn is_print(c: char) -> bool {
+/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation and symbols
+/// (Unicode categories L, M, N, P, S) and the ASCII space. Every quoting
+/// (`%q`, `quote`, error messages) goes through this one table.
+pub fn is_print(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
     if (c as u32) < 0x80 {
         return (' '..='~').contains(&c);
     }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(c as u32, 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E | 0x200B..=0x200F
-            | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB
-            | 0xE000..=0xF8FF | 0xD800..=0xDFFF)
-        || (c as u32 & 0xFFFE) == 0xFFFE)
+    !matches!(
+        get_general_category(c),
+        G::Control
+            | G::Format
+            | G::Surrogate
+            | G::PrivateUse
+            | G::Unassigned
+            | G::SpaceSeparator
+            | G::LineSeparator
+            | G::ParagraphSeparator
+    )
 }

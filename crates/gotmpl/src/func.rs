@@ -49,23 +49,32 @@ impl Signature {
     }
 }
 
-/// What a function may ask of the engine while it runs.
+/// What a function may ask of the engine while it runs: the two things Go's
+/// `text/template` lets a function closure do with the set it was bound to
+/// (execute one of its templates; parse more text into a copy of it and run
+/// that), and the caller's own state for this execution.
+///
+/// The engine knows nothing of the libraries built on these: Helm binds
+/// `include` to [`Host::execute_template`] and `tpl` to
+/// [`Host::execute_text`], and keeps its randomness and clock in the state it
+/// passes to [`crate::execute_with`].
 pub trait Host {
-    /// Executes the named template of the current set with `data` and
-    /// returns its output (Helm's `include`). Depth and work are limited.
-    fn include(&mut self, name: &str, data: &Value) -> Result<String, FuncError>;
-    /// Parses `text` as a template sharing the current set's definitions and
-    /// executes it with `data` (Helm's `tpl`). Depth and work are limited.
-    fn tpl(&mut self, text: &str, data: &Value) -> Result<String, FuncError>;
-    /// Draws randomness for `randAlphaNum`, `uuidv4`, `genCA`, ... Tests may
-    /// seed it; the renderer uses the OS's generator.
-    fn rng(&mut self) -> &mut dyn rand::RngCore;
-    /// "Now" for `now`, `date`, `genCA` validity: fixed per render.
-    fn now(&self) -> jiff::Zoned;
-    /// Charges `fuel` steps of work to the render's step budget: a function
-    /// whose cost is not one step (key generation, bcrypt, building a large
-    /// string) says so here, so the step limit bounds CPU time, not just
-    /// the number of actions.
+    /// Executes the named template of the set being executed with `data`
+    /// and returns its output (Go's `Template.ExecuteTemplate` on the running
+    /// set). Nesting is limited by [`crate::ExecLimits::max_depth`]; a failure
+    /// inside keeps its innermost location for the outer error.
+    fn execute_template(&mut self, name: &str, data: &Value) -> Result<String, FuncError>;
+    /// Parses `text` with the set's functions as a template named like the
+    /// set, its own `define`s visible only while it runs, and executes it
+    /// with `data` (Go's `Clone`, `New(name).Parse(text)`, `ExecuteTemplate`).
+    fn execute_text(&mut self, text: &str, data: &Value) -> Result<String, TextError>;
+    /// The caller's state for this execution: whatever it passed to
+    /// [`crate::execute_with`] (`()` through [`crate::execute`]).
+    fn state(&mut self) -> &mut dyn std::any::Any;
+    /// Charges `fuel` steps of work to the execution's step budget: a
+    /// function whose cost is not one step (key generation, bcrypt, building
+    /// a large string) says so here, so the step limit bounds CPU time, not
+    /// just the number of actions.
     fn charge(&mut self, _fuel: u64) -> Result<(), FuncError> {
         Ok(())
     }
@@ -88,6 +97,15 @@ pub fn room(h: &mut dyn Host, what: &str, size: u128) -> Result<(), FuncError> {
         return Err(FuncError::Limit(format!("{what}: a result of {size} bytes or items is over the size limit ({max})")));
     }
     h.charge((size / 64) as u64)
+}
+
+/// Why [`Host::execute_text`] failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextError {
+    /// The text is not a template (Go's parse error, as Go words it).
+    Parse(String),
+    /// Executing it failed.
+    Exec(FuncError),
 }
 
 /// The body of a function: the host and the converted arguments (as many as

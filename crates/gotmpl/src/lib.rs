@@ -24,8 +24,8 @@ mod tests_fmt;
 #[cfg(test)]
 mod tests_lead;
 
-pub use exec::{ExecLimits, ExecOptions, MissingKey, TemplateError, TemplateErrorKind, execute};
+pub use exec::{ExecLimits, ExecOptions, MissingKey, Origin, TemplateError, TemplateErrorKind, execute, execute_with};
 pub use fmt::{format_value, sprint, sprintf, sprintln};
-pub use func::{DEFAULT_MAX_SIZE, Func, FuncMap, Host, Param, Signature, room};
+pub use func::{DEFAULT_MAX_SIZE, Func, FuncMap, Host, Param, Signature, TextError, room};
 pub use parse::Templates;
 pub use value::{FuncError, Map, Object, Value};

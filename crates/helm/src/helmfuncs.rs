@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use super::goyaml;
 use super::sprig::{self, gofmt};
-use gotmpl::func::{FuncMap, Param};
+use crate::env::HostExt as _;
+use gotmpl::func::{FuncMap, Host, Param, TextError};
 use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, String as Str};
@@ -16,7 +17,7 @@ fn reg(
     m: &mut FuncMap,
     name: &'static str,
     params: &[Param],
-    body: impl Fn(&mut dyn gotmpl::func::Host, &[Value]) -> Result<Value, FuncError> + Send + Sync + 'static,
+    body: impl Fn(&mut dyn Host, &[Value]) -> Result<Value, FuncError> + Send + Sync + 'static,
 ) {
     m.insert(name, gotmpl::func::Func::new(gotmpl::func::Signature::fixed(params), body));
 }
@@ -31,9 +32,8 @@ fn text(v: &Value) -> String {
 /// Helm's functions (those it adds to or replaces in Sprig's map).
 pub fn funcs() -> FuncMap {
     let mut m = FuncMap::new();
-    reg(&mut m, "include", &[Str, Any], |h, a| Ok(h.include(&text(&a[0]), &a[1])?.into()));
-    // Helm's tpl drops every "<no value>" from its output
-    reg(&mut m, "tpl", &[Str, Any], |h, a| Ok(h.tpl(&text(&a[0]), &a[1])?.replace("<no value>", "").into()));
+    reg(&mut m, "include", &[Str, Any], |h, a| Ok(include(h, &text(&a[0]), &a[1])?.into()));
+    reg(&mut m, "tpl", &[Str, Any], |h, a| Ok(tpl(h, &text(&a[0]), &a[1])?.into()));
     reg(&mut m, "required", &[Str, Any], |_, a| match &a[1] {
         Value::Nil => Err(FuncError::Fail(text(&a[0]))),
         Value::String(s) if s.is_empty() => Err(FuncError::Fail(text(&a[0]))),
@@ -293,6 +293,44 @@ fn toml_to_value(v: &toml::Value) -> Value {
         toml::Value::Datetime(d) => Value::str(d.to_string()),
         toml::Value::Array(a) => Value::list(a.iter().map(toml_to_value).collect()),
         toml::Value::Table(t) => Value::map(t.iter().map(|(k, v)| (k.clone(), toml_to_value(v))).collect()),
+    }
+}
+
+/// Helm's limit on nested `include`s of one template name.
+const MAX_INCLUDE_NESTING: usize = 1000;
+
+/// Helm's `include`: the named template of the set being rendered, stopped
+/// after 1000 nested inclusions of one name with Helm's words.
+fn include(h: &mut dyn Host, name: &str, data: &Value) -> Result<String, FuncError> {
+    if let Some(env) = h.env() {
+        let count = env.includes.entry(name.to_string()).or_insert(0);
+        if *count > MAX_INCLUDE_NESTING {
+            return Err(FuncError::Limit(format!(
+                "rendering template has a nested reference name: {name}: unable to execute template"
+            )));
+        }
+        *count += 1;
+    }
+    let r = h.execute_template(name, data);
+    if let Some(c) = h.env().and_then(|env| env.includes.get_mut(name)) {
+        *c -= 1;
+    }
+    r
+}
+
+/// Helm's `tpl`: `text` rendered as a template that sees the chart's
+/// definitions; every `<no value>` dropped; errors worded as Helm wraps them.
+fn tpl(h: &mut dyn Host, text: &str, data: &Value) -> Result<String, FuncError> {
+    match h.execute_text(text, data) {
+        Ok(s) => Ok(if s.contains("<no value>") { s.replace("<no value>", "") } else { s }),
+        Err(TextError::Parse(m)) => Err(FuncError::Message(format!("cannot parse template {text:?}: {m}"))),
+        Err(TextError::Exec(FuncError::Message(m))) => {
+            Err(FuncError::Message(format!("error during tpl function execution for {text:?}: {m}")))
+        }
+        Err(TextError::Exec(FuncError::Fail(m))) => {
+            Err(FuncError::Fail(format!("error during tpl function execution for {text:?}: {m}")))
+        }
+        Err(TextError::Exec(e)) => Err(e),
     }
 }
 

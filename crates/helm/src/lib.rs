@@ -8,6 +8,7 @@
 //! no network (`lookup` is empty, as in `helm template`), no environment;
 //! the engine limits work, output and nesting.
 
+mod env;
 pub mod goyaml;
 pub mod helmfuncs;
 pub mod ignore;
@@ -28,6 +29,7 @@ use gotmpl::{ExecLimits, ExecOptions, MissingKey, TemplateErrorKind, Templates, 
 pub use load::{Chart, ChartFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
 
+pub use env::RenderEnv;
 pub use goyaml::{value_to_yaml, yaml_to_value};
 pub use helmfuncs::helm_func_map;
 
@@ -151,8 +153,8 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         let text = String::from_utf8_lossy(&r.text);
         set.add(&r.name, &text, &funcs).map_err(|e| template_error(&label, &e))?;
     }
-    let exec =
-        ExecOptions { missing_key: MissingKey::Zero, limits: opts.limits, seed: opts.seed, now: jiff::Zoned::now() };
+    let exec = ExecOptions { missing_key: MissingKey::Zero, limits: opts.limits };
+    let mut env = RenderEnv::new(opts.seed, jiff::Zoned::now());
     let mut manifests = Vec::new();
     if opts.include_crds {
         collect_crds(&chart, &chart.metadata.name, &mut manifests);
@@ -172,8 +174,8 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
                 ("BasePath".to_string(), Value::str(r.base_path.as_str())),
             ])),
         );
-        let out =
-            gotmpl::execute(&set, &r.name, &Value::map(data), &funcs, &exec).map_err(|e| template_error(&label, &e))?;
+        let out = gotmpl::execute_with(&set, &r.name, &Value::map(data), &funcs, &exec, &mut env)
+            .map_err(|e| template_error(&label, &e))?;
         // The output limit is the chart's, not each template's: a hundred
         // templates of just under the limit are as costly as one over it.
         total += out.len();

@@ -6,6 +6,7 @@
 //! template: a random 128-bit serial, the common name as subject, validity
 //! from now for the given days, key usages and server/client auth.
 
+use crate::env::HostExt as _;
 use std::rc::Rc;
 
 use base64::Engine as _;
@@ -97,7 +98,7 @@ const RSA_FUEL_PER_1024_CUBED: u64 = 250_000;
 fn rsa_key(h: &mut dyn Host, bits: usize) -> Result<Key, FuncError> {
     let k = (bits as u64).div_ceil(1024);
     h.charge(RSA_FUEL_PER_1024_CUBED * k * k * k)?;
-    let key = rsa::RsaPrivateKey::new(&mut RngAdapter(h.rng()), bits)
+    let key = rsa::RsaPrivateKey::new(&mut RngAdapter(&mut *h.rng()), bits)
         .map_err(|e| err(format!("error generating rsa key: {e}")))?;
     rsa_key_from(&key)
 }

@@ -3,6 +3,7 @@
 //! `htpasswd`, `derivePassword`, `encryptAES`/`decryptAES`.
 //! Randomness comes from the host (seedable in tests).
 
+use crate::env::HostExt as _;
 use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use base64::Engine as _;
 use hmac::Mac as _;
@@ -19,7 +20,7 @@ fn random_from(h: &mut dyn Host, count: i64, chars: &[u8]) -> Result<String, Fun
         return Err(FuncError::msg(format!("Requested random string length {count} is less than 0.")));
     }
     gotmpl::room(h, "random string", count as u128 * 8)?;
-    let rng = h.rng();
+    let mut rng = h.rng();
     Ok((0..count).map(|_| char::from(chars[rng.random_range(0..chars.len())])).collect())
 }
 

@@ -2,6 +2,7 @@
 //! durations as Go prints and parses them, and `time.Time` values as an
 //! [`Object`] ([`GoTime`]). "Local" is the zone of the render's "now".
 
+use crate::env::HostExt as _;
 use std::rc::Rc;
 
 use jiff::{SignedDuration, Timestamp, Zoned, tz::TimeZone};
@@ -92,7 +93,7 @@ fn parse_offset(s: &str) -> TimeZone {
 
 /// The time a `date`-like function was given: a time, or Unix seconds
 /// (Go `int`/`int64`); anything else means "now".
-fn time_arg(h: &dyn Host, v: &Value, local: &TimeZone) -> Zoned {
+fn time_arg(h: &mut dyn Host, v: &Value, local: &TimeZone) -> Zoned {
     match v {
         Value::Int(i) | Value::Int64(i) => {
             Timestamp::from_second(*i).map(|t| t.to_zoned(local.clone())).unwrap_or_else(|_| h.now())
@@ -109,7 +110,7 @@ fn zone(name: &str, local: &TimeZone) -> TimeZone {
     }
 }
 
-fn date_in_zone(h: &dyn Host, layout: &str, date: &Value, zone_name: &str) -> String {
+fn date_in_zone(h: &mut dyn Host, layout: &str, date: &Value, zone_name: &str) -> String {
     let local = h.now().time_zone().clone();
     let t = time_arg(h, date, &local);
     format_go(&t.with_time_zone(zone(zone_name, &local)), layout)

@@ -4,13 +4,13 @@
 //! `HELM_BIN`, `/work/wt/bin/helm` or `helm` on PATH) the test says it was
 //! skipped; with `CI=true` a missing helm fails it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
 
 use crate::{goyaml, helm_func_map};
-use gotmpl::{ExecOptions, Templates, Value, execute};
+use gotmpl::{ExecOptions, Templates, Value, execute_with};
 
 fn helm_bin() -> Option<PathBuf> {
     // .ci/run exports CLUSTERSTACK_HELM (the pinned, checked helm)
@@ -20,10 +20,6 @@ fn helm_bin() -> Option<PathBuf> {
         {
             return Some(PathBuf::from(p));
         }
-    }
-    let local = Path::new("/work/wt/bin/helm");
-    if local.exists() {
-        return Some(local.to_path_buf());
     }
     std::env::var_os("PATH")
         .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("helm")).find(|p| p.exists()))
@@ -319,8 +315,9 @@ fn sprig_and_helm_functions_match_real_helm() {
     set.add("diff/templates/cm.yaml", &text, &funcs).expect("parse");
     let values = goyaml::yaml_to_value(VALUES).expect("values");
     let data = Value::map([("Values".to_string(), values)].into_iter().collect());
-    let opts = ExecOptions { seed: Some(1), ..ExecOptions::default() };
-    let ours = execute(&set, "diff/templates/cm.yaml", &data, &funcs, &opts).expect("execute");
+    let mut env = crate::RenderEnv::new(Some(1), jiff::Zoned::now());
+    let ours = execute_with(&set, "diff/templates/cm.yaml", &data, &funcs, &ExecOptions::default(), &mut env)
+        .expect("execute");
     let ours = decode(&ours);
     let mut bad = Vec::new();
     for ((i, h), (_, o)) in theirs.iter().zip(ours.iter()) {

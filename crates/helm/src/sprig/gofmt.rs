@@ -57,40 +57,10 @@ pub fn format_value(v: &Value) -> String {
     gotmpl::fmt::format_value(v)
 }
 
-/// `strconv.Quote` (`%q` of a string).
+/// `strconv.Quote` (`%q` of a string): the engine's, so Sprig's `quote`,
+/// `printf "%q"` and every quoted error message agree.
 pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x0b' => out.push_str("\\v"),
-            c if is_go_print(c) => out.push(c),
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `unicode.IsPrint`: graphic characters and the ASCII space.
-fn is_go_print(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    !matches!(c as u32, 0xAD | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB | 0xE000..=0xF8FF)
+    gotmpl::fmt::quote(s, false)
 }
 
 #[cfg(test)]
@@ -116,5 +86,27 @@ mod tests {
         assert_eq!(format_value(&m), "map[a:1 b:<nil>]");
         assert_eq!(format_value(&Value::list(vec![Value::str("x"), Value::Float(2.0)])), "[x 2]");
         assert_eq!(quote("a\"b\n\u{1}é"), "\"a\\\"b\\n\\x01é\"");
+    }
+
+    #[test]
+    fn quote_follows_gos_printable_table_as_printf_q_does() {
+        // Expected by Go's strconv.Quote: Zs other than ' ', Cf, Zl, Co, Cn escaped;
+        // letters, marks and symbols (emoji included) kept.
+        let cases = [
+            ("\u{a0}", "\"\\u00a0\""),
+            ("\u{ad}", "\"\\u00ad\""),
+            ("\u{2028}", "\"\\u2028\""),
+            ("\u{e000}", "\"\\ue000\""),
+            ("\u{378}", "\"\\u0378\""),
+            ("\u{200b}", "\"\\u200b\""),
+            ("\u{1f600}", "\"\u{1f600}\""),
+            ("e\u{301}", "\"e\u{301}\""),
+            ("\u{7f}", "\"\\x7f\""),
+        ];
+        for (input, want) in cases {
+            assert_eq!(quote(input), want, "quote({input:?})");
+            let printf = gotmpl::sprintf("%q", &[Value::str(input)]);
+            assert_eq!(printf, want, "printf %q of {input:?}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! arithmetic of functions.go).
 
 use super::{err, gofmt, i, reg, regv, s, to_float64, to_int64};
+use crate::env::HostExt as _;
 use gotmpl::func::{FuncMap, Host, Param};
 use gotmpl::value::{FuncError, Value};
 

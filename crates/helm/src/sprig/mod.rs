@@ -264,35 +264,30 @@ pub(crate) fn err(msg: impl Into<String>) -> FuncError {
 
 #[cfg(test)]
 pub(crate) mod testhost {
-    use rand::SeedableRng;
-
     use super::*;
 
-    /// A host for calling functions directly in tests.
+    /// A host for calling functions directly in tests: a seeded render
+    /// environment at a fixed time; `include` and `tpl` echo their arguments.
     pub struct TestHost {
-        pub rng: rand::rngs::StdRng,
-        pub now: jiff::Zoned,
+        pub env: crate::RenderEnv,
     }
 
     impl TestHost {
         pub fn new() -> Self {
             let now = "2024-03-05T14:07:09.5+01:00[Europe/Berlin]".parse().expect("test time");
-            Self { rng: rand::rngs::StdRng::seed_from_u64(7), now }
+            Self { env: crate::RenderEnv::new(Some(7), now) }
         }
     }
 
     impl Host for TestHost {
-        fn include(&mut self, name: &str, data: &Value) -> Result<String, FuncError> {
+        fn execute_template(&mut self, name: &str, data: &Value) -> Result<String, FuncError> {
             Ok(format!("include({name},{})", format_value(data)))
         }
-        fn tpl(&mut self, text: &str, data: &Value) -> Result<String, FuncError> {
+        fn execute_text(&mut self, text: &str, data: &Value) -> Result<String, gotmpl::TextError> {
             Ok(format!("tpl({text},{})", format_value(data)))
         }
-        fn rng(&mut self) -> &mut dyn rand::RngCore {
-            &mut self.rng
-        }
-        fn now(&self) -> jiff::Zoned {
-            self.now.clone()
+        fn state(&mut self) -> &mut dyn std::any::Any {
+            &mut self.env
         }
     }
 

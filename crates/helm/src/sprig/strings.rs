@@ -1,6 +1,7 @@
 //! Sprig's string functions (strings.go and the goutils/xstrings helpers it wraps).
 
 use super::{i, reg, regv, s, strval};
+use crate::env::HostExt as _;
 use gotmpl::func::{FuncMap, Host, Param};
 use gotmpl::value::{FuncError, Value};
 
@@ -52,7 +53,7 @@ pub(super) fn register(m: &mut FuncMap) {
     reg(m, "shuffle", &[Str], |h, a| {
         use rand::seq::SliceRandom;
         let mut chars: Vec<char> = s(&a[0]).chars().collect();
-        chars.shuffle(h.rng());
+        chars.shuffle(&mut h.rng());
         Ok(chars.into_iter().collect::<String>().into())
     });
     reg(m, "snakecase", &[Str], |_, a| Ok(lower_case_words(&s(&a[0]), '_').into()));
