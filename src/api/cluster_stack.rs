@@ -54,10 +54,9 @@ pub struct ClusterStackSpec {
     pub channel: Channel,
 
     /// Versions to keep available, in dot form: `v1` for the stable channel,
-    /// `v1-alpha.1` or `v0-sha.abc123` for the custom channel. At most 64:
-    /// every pinned version is a release, its objects and a line of status.
+    /// `v1-alpha.1` or `v0-sha.abc123` for the custom channel.
     #[serde(default)]
-    #[schemars(length(max = 64), inner(pattern(r"^v[0-9]+(-[a-z][a-z0-9]*\.[a-z0-9]+)?$")))]
+    #[schemars(inner(pattern(r"^v[0-9]+(-[a-z][a-z0-9]*\.[a-z0-9]+)?$")))]
     pub versions: Vec<String>,
 
     /// Also keep the latest release of the channel available, following new

@@ -154,10 +154,9 @@ pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Rep
         drop(stdin);
         let mut out = Vec::new();
         let mut err = Vec::new();
-        let (read_out, _) = tokio::join!(
-            (&mut stdout).take(max as u64 + 1).read_to_end(&mut out),
-            (&mut stderr).take(4096).read_to_end(&mut err)
-        );
+        let mut out_reader = (&mut stdout).take(max as u64 + 1);
+        let mut err_reader = (&mut stderr).take(4096);
+        let (read_out, _) = tokio::join!(out_reader.read_to_end(&mut out), err_reader.read_to_end(&mut err));
         read_out.map_err(|e| format!("reading from the render worker: {e}"))?;
         if out.len() > max {
             return Err(format!("the render's output is over the limit of {max} bytes (output budget)"));

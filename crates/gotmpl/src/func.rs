@@ -94,7 +94,9 @@ pub const DEFAULT_MAX_SIZE: usize = 64 * 1024 * 1024;
 pub fn room(h: &mut dyn Host, what: &str, size: u128) -> Result<(), FuncError> {
     let max = h.max_size();
     if size > max as u128 {
-        return Err(FuncError::Limit(format!("{what}: a result of {size} bytes or items is over the size limit ({max})")));
+        return Err(FuncError::Limit(format!(
+            "{what}: a result of {size} bytes or items is over the size limit ({max})"
+        )));
     }
     h.charge((size / 64) as u64)
 }

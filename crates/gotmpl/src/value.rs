@@ -197,7 +197,8 @@ impl Value {
         fn walk(
             v: &Value,
             path: &mut std::collections::HashSet<*const ()>,
-            done: &mut std::collections::HashSet<*const ()>) -> bool {
+            done: &mut std::collections::HashSet<*const ()>,
+        ) -> bool {
             let (ptr, children): (*const (), Vec<Value>) = match v {
                 Value::List(items) if !items.is_empty() => (Rc::as_ptr(items) as *const (), items.to_vec()),
                 Value::Map(m) => (Rc::as_ptr(m) as *const (), m.borrow().values().cloned().collect()),

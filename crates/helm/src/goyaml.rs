@@ -968,7 +968,13 @@ fn parse_first_document(text: &str) -> Result<Option<YNode>, String> {
     let mut options = granit_parser::Options::default();
     options.set_emit_comments(false);
     options.emit_unresolved_aliases = true;
-    let mut r = Reader { text, parser: Parser::new_from_str_with_options(text, options), anchors: Default::default(), nodes: 0, depth: 0 };
+    let mut r = Reader {
+        text,
+        parser: Parser::new_from_str_with_options(text, options),
+        anchors: Default::default(),
+        nodes: 0,
+        depth: 0,
+    };
     loop {
         match r.next()? {
             None | Some(Event::StreamEnd) => return Ok(None),

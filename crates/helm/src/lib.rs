@@ -183,7 +183,10 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
             return Err(HelmError::Template {
                 file: r.name.clone(),
                 line: 0,
-                message: format!("output limit exceeded: the chart's templates wrote over {} bytes", opts.limits.max_output_bytes),
+                message: format!(
+                    "output limit exceeded: the chart's templates wrote over {} bytes",
+                    opts.limits.max_output_bytes
+                ),
             });
         }
         // Helm's work-around: Go prints `<no value>` even with missingkey=zero.

@@ -543,7 +543,10 @@ s1:
         let e = violations(schema.to_string().as_bytes(), &json!({"a": 1})).expect_err("refused");
         assert!(e.contains("reference cycle") && e.contains("#/definitions/a -> #/definitions/b"), "{e}");
         let recursive = json!({"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"});
-        assert!(violations(recursive.to_string().as_bytes(), &json!({"next": {}})).is_ok(), "a recursive schema is fine");
+        assert!(
+            violations(recursive.to_string().as_bytes(), &json!({"next": {}})).is_ok(),
+            "a recursive schema is fine"
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! the file is read, and is the longest list of the bound objects when the
 //! condition runs, so the estimate is an upper bound of the real work.
 
-use cel::common::ast::{EntryExpr, Expr};
 use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr};
 
 /// The longest condition accepted (Kubernetes' validation rules are shorter).
 pub const MAX_EXPRESSION_BYTES: usize = 4096;
@@ -26,10 +26,7 @@ pub const ASSUMED_LIST_LEN: f64 = 100.0;
 /// comprehension can iterate (see the module's doc).
 pub fn compile(source: &str, list_len: f64) -> Result<cel::Program, String> {
     if source.len() > MAX_EXPRESSION_BYTES {
-        return Err(format!(
-            "expression of {} bytes is over the limit of {MAX_EXPRESSION_BYTES} bytes",
-            source.len()
-        ));
+        return Err(format!("expression of {} bytes is over the limit of {MAX_EXPRESSION_BYTES} bytes", source.len()));
     }
     let mut depth = 0usize;
     for c in source.chars() {
@@ -135,7 +132,9 @@ mod tests {
         assert!(expr.len() < 260);
         let e = compile(&expr, ASSUMED_LIST_LEN).expect_err("refused");
         assert!(e.contains("cost limit"), "{e}");
-        let map = format!("{ten}.map(a, {ten}.map(b, {ten}.map(c, {ten}.map(d, {ten}.map(e, {ten}.map(f, [a,b,c,d,e,f]))))))");
+        let map = format!(
+            "{ten}.map(a, {ten}.map(b, {ten}.map(c, {ten}.map(d, {ten}.map(e, {ten}.map(f, [a,b,c,d,e,f]))))))"
+        );
         assert!(compile(&map, ASSUMED_LIST_LEN).expect_err("refused").contains("cost limit"));
     }
 
