@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::{RunOptions, run};
+use clusterstack::controller::runtime::context::Settings;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::ApiServer;

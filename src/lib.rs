@@ -18,6 +18,7 @@ pub mod registry;
 pub mod release;
 pub mod render;
 pub mod source;
+pub mod util;
 
 /// Installs the process-wide TLS crypto provider (ring).
 ///

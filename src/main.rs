@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use clusterstack::cli::{Cli, run};
+use clusterstack::cli::{Cli, Command, run};
 
 fn main() -> ExitCode {
     // A render worker (see `render::worker`) does one render and exits:
@@ -17,8 +17,11 @@ async fn operator_main() -> ExitCode {
     clusterstack::install_crypto_provider();
     let cli = Cli::parse();
     cli.init_logging();
+    // `diff` exits as `kubectl diff`: 1 means "differences", so an error is 2.
+    let error_code = if matches!(cli.command, Command::Diff(_)) { ExitCode::from(2) } else { ExitCode::FAILURE };
     match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::from(1),
         Err(err) => {
             // One readable line per cause, outermost first.
             eprintln!("error: {err}");
@@ -27,7 +30,7 @@ async fn operator_main() -> ExitCode {
                 eprintln!("  caused by: {cause}");
                 source = cause.source();
             }
-            ExitCode::FAILURE
+            error_code
         }
     }
 }

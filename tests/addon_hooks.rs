@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::controller::addon::hooks::{self, HookState, SKIP_HOLD_ANNOTATION};
-use clusterstack::controller::context::{Context, Settings};
-use clusterstack::controller::metrics::Metrics;
+use clusterstack::controller::runtime::context::{Context, Settings};
+use clusterstack::controller::runtime::metrics::Metrics;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::ApiServer;

@@ -3,7 +3,7 @@
 
 mod support;
 
-use clusterstack::controller::events::{EventRecorder, NOTE_LIMIT};
+use clusterstack::controller::runtime::events::{EventRecorder, NOTE_LIMIT};
 use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::Value;
 use support::ApiServer;

@@ -2,7 +2,7 @@
 //! a cluster, as one multi-document YAML stream for `kubectl apply -f -`.
 //!
 //! The objects are typed k8s-openapi values; the Deployment's arguments are
-//! the flags of [`crate::controller::config::OperatorArgs`].
+//! the flags of [`crate::controller::runtime::config::OperatorArgs`].
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -23,10 +23,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api;
 use crate::apply::AGGREGATE_LABEL;
-use crate::controller::config::{DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE};
+use crate::controller::runtime::config::{
+    DEFAULT_CACHE_DIR, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, DEFAULT_SOURCE,
+};
 
 use super::CliError;
 use super::install_hooks as hooks;
+use super::install_monitoring as monitoring;
 
 /// Name of every namespaced object of the installation (and of the ClusterRole).
 pub const NAME: &str = "clusterstack-operator";
@@ -89,10 +92,14 @@ pub struct InstallArgs {
     /// the ExtensionConfig) instead of asking cert-manager for them.
     #[arg(long)]
     pub self_signed: bool,
+    /// Add a Prometheus Operator ServiceMonitor for the metrics Service and a PrometheusRule with
+    /// the operator's alerts (needs the monitoring.coreos.com CRDs in the cluster).
+    #[arg(long)]
+    pub monitoring: bool,
 }
 
-fn check_source(s: &str) -> Result<String, crate::controller::config::BadSource> {
-    crate::controller::config::parse_source(s).map(|_| s.to_string())
+fn check_source(s: &str) -> Result<String, crate::controller::runtime::config::BadSource> {
+    crate::controller::runtime::config::parse_source(s).map(|_| s.to_string())
 }
 
 /// Prints the manifests.
@@ -104,8 +111,12 @@ pub fn run(args: InstallArgs) -> Result<(), CliError> {
 }
 
 /// Every manifest as one multi-document YAML stream: CRDs, Namespace,
-/// ServiceAccount, RBAC, the cache's PersistentVolumeClaim, the Deployment
-/// and the metrics Service.
+/// ServiceAccount, RBAC, the cache's PersistentVolumeClaim, the Deployment,
+/// the metrics Service, the lifecycle hooks' wiring and, with `--monitoring`,
+/// the ServiceMonitor and PrometheusRule.
+///
+/// `charts/clusterstack` renders the same objects (`tests/operator_chart.rs`): a change here
+/// needs the same change there.
 pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     let mut push = |doc: &dyn erased::Doc| -> Result<(), serde_saphyr::ser::Error> {
@@ -141,7 +152,7 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
         // The shards' pods carry the shard label: keep the selectors apart.
         spec.selector.match_expressions =
             Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                key: crate::controller::watch::SHARD_LABEL.into(),
+                key: crate::controller::runtime::watch::SHARD_LABEL.into(),
                 operator: "DoesNotExist".into(),
                 values: None,
             }]);
@@ -169,6 +180,12 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
         None
     };
     push(&hooks::extension_config(ns, &labels, ca_bundle.as_deref()))?;
+    if args.monitoring {
+        push(&monitoring::service_monitor(ns, NAME, &labels))?;
+        let rule = monitoring::prometheus_rule(ns, NAME, &labels)
+            .map_err(|e| <serde_saphyr::ser::Error as serde::ser::Error>::custom(format!("the alerting rules: {e}")))?;
+        push(&rule)?;
+    }
     Ok(out)
 }
 
@@ -253,10 +270,15 @@ fn cluster_roles() -> Vec<ClusterRole> {
 fn core_rules() -> Vec<PolicyRule> {
     let g = api::GROUP;
     let rules = vec![
-        rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons"], MANAGE),
+        rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons", "clusterstackrollouts"], MANAGE),
         rule(
             g,
-            &["clusterstacks/status", "clusterstackreleases/status", "clusteraddons/status"],
+            &[
+                "clusterstacks/status",
+                "clusterstackreleases/status",
+                "clusteraddons/status",
+                "clusterstackrollouts/status",
+            ],
             &["get", "update", "patch"],
         ),
         // Setting blockOwnerDeletion on owner references needs update on the owner's finalizers.
@@ -270,6 +292,8 @@ fn core_rules() -> Vec<PolicyRule> {
         // GitHub tokens named by `spec.source.github.tokenSecretRef`.
         rule("", &["secrets"], &["get"]),
         rule("cluster.x-k8s.io", &["clusters"], READ),
+        // Rollouts move Clusters: a server-side apply of `spec.topology` class and version only.
+        rule("cluster.x-k8s.io", &["clusters"], &["patch"]),
         // Addons: platform values, and the control plane and infrastructure cluster of a Cluster
         // that addon templates see.
         rule("", &["configmaps"], &["get"]),
@@ -470,7 +494,7 @@ fn shard_variant(args: &InstallArgs, shard: &str) -> (PersistentVolumeClaim, Dep
     let mut d = deployment(args);
     d.metadata.name = Some(format!("{NAME}-{shard}"));
     let mut pod_labels = labels();
-    pod_labels.insert(crate::controller::watch::SHARD_LABEL.into(), shard.into());
+    pod_labels.insert(crate::controller::runtime::watch::SHARD_LABEL.into(), shard.into());
     if let Some(spec) = d.spec.as_mut() {
         spec.selector.match_labels = Some(pod_labels.clone());
         if let Some(m) = spec.template.metadata.as_mut() {
@@ -491,8 +515,11 @@ fn shard_variant(args: &InstallArgs, shard: &str) -> (PersistentVolumeClaim, Dep
 }
 
 fn metrics_service(namespace: &str) -> Service {
+    let mut metadata = meta("clusterstack-operator-metrics", Some(namespace));
+    let (key, value) = monitoring::METRICS_SERVICE_LABEL;
+    metadata.labels.get_or_insert_with(BTreeMap::new).insert(key.into(), value.into());
     Service {
-        metadata: meta("clusterstack-operator-metrics", Some(namespace)),
+        metadata,
         spec: Some(ServiceSpec {
             selector: Some(labels()),
             ports: Some(vec![ServicePort {
@@ -511,7 +538,7 @@ fn metrics_service(namespace: &str) -> Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::config::OperatorArgs;
+    use crate::controller::runtime::config::OperatorArgs;
     use clap::Parser;
     use serde_json::Value;
 
@@ -665,11 +692,13 @@ mod tests {
             "clusterstack.x-k8s.io/clusteraddons:create",
             "clusterstack.x-k8s.io/clusteraddons/status:patch",
             "/configmaps:get",
+            "clusterstack.x-k8s.io/clusterstackrollouts:watch",
+            "clusterstack.x-k8s.io/clusterstackrollouts/status:patch",
+            "cluster.x-k8s.io/clusters:patch",
         ] {
             assert!(has(needed), "missing {needed}");
         }
         for denied in [
-            "cluster.x-k8s.io/clusters:patch",
             "cluster.x-k8s.io/clusters:delete",
             "/secrets:list",
             "/secrets:watch",

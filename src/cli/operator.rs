@@ -3,11 +3,11 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::config::{DEFAULT_SOURCE, OperatorArgs};
-use crate::controller::context::Settings;
 use crate::controller::run::{RunError, RunOptions, run as run_operator};
+use crate::controller::runtime::config::{DEFAULT_SOURCE, OperatorArgs};
+use crate::controller::runtime::context::Settings;
 use crate::provider::ProviderRegistry;
-use crate::provider::oci::RegistryConfig;
+use crate::registry::RegistryConfig;
 use crate::source::SourceSpec;
 use crate::source::github::Token;
 use crate::source::spec::github_config_from_env;

@@ -1,6 +1,10 @@
 //! `clusterstack publish RELEASE_DIR oci://HOST/REPOSITORY`: pushes a built release as an
 //! ORAS-style artifact (one layer per file, named by `org.opencontainers.image.title`), blobs the
 //! registry already has skipped, the tag written last.
+//!
+//! `clusterstack publish --chart CHART_DIR oci://HOST/REPOSITORY`: packs a Helm chart (as `helm
+//! package` does, reproducibly) and pushes it as `helm push` does, to `REPOSITORY/NAME:VERSION`,
+//! for `helm install oci://HOST/REPOSITORY/NAME --version VERSION` (e.g. `charts/clusterstack`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -14,7 +18,8 @@ use crate::source::{NoProgress, Progress, SourceError, SourceSpec};
 
 #[derive(Debug, clap::Args)]
 pub struct PublishArgs {
-    /// The release directory (as `clusterstack build` writes it: metadata.yaml, the chart archives...).
+    /// The release directory (as `clusterstack build` writes it: metadata.yaml, the chart
+    /// archives...); with `--chart`, a Helm chart directory.
     pub release_dir: PathBuf,
     /// Where to: `oci://HOST[:PORT]/REPOSITORY`. Credentials come from env OCI_USERNAME +
     /// OCI_PASSWORD or OCI_ACCESS_TOKEN.
@@ -25,6 +30,10 @@ pub struct PublishArgs {
     /// Reach this registry host over plain http:// (loopback hosts always are). Repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST")]
     pub insecure_registries: Vec<String>,
+    /// Publish a Helm chart directory instead of a release, as `helm push` does: to
+    /// `REPOSITORY/<chart name>`, tagged with the chart version (default of `--tag`).
+    #[arg(long)]
+    pub chart: bool,
 }
 
 pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
@@ -32,6 +41,9 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
     let SourceSpec::Oci { host, repository, .. } = &spec else {
         return Err(SourceCliError::Usage(format!("{}: expected oci://HOST/REPOSITORY", args.target)));
     };
+    if args.chart {
+        return publish_chart(&args, host, repository).await;
+    }
     let tag = match &args.tag {
         Some(t) => t.clone(),
         None => args
@@ -50,5 +62,63 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(NoProgress) };
     let digest = oci::publish(&client, host, repository, &base, &tag, &args.release_dir, progress.as_ref()).await?;
     println!("{spec}:{tag}@{digest}");
+    Ok(())
+}
+
+/// A chart directory packed as `helm package` packs it (one top directory named by the chart),
+/// with its metadata (`Chart.yaml` as JSON, Helm's config blob).
+pub struct PackedChart {
+    pub name: String,
+    pub version: String,
+    pub metadata: serde_json::Value,
+    pub archive: Vec<u8>,
+}
+
+/// Packs `dir`: every file but hidden ones (`.helmignore`, editor files), in a reproducible
+/// archive (sorted entries, fixed times), so publishing the same chart twice gives one digest.
+pub fn pack_chart(dir: &std::path::Path) -> Result<PackedChart, SourceCliError> {
+    let files = crate::package::build::collect_files(dir)
+        .map_err(|e| SourceCliError::Usage(format!("{}: {e}", dir.display())))?;
+    let files: std::collections::BTreeMap<String, Vec<u8>> =
+        files.into_iter().filter(|(path, _)| !path.split('/').any(|part| part.starts_with('.'))).collect();
+    let chart_yaml = files
+        .get("Chart.yaml")
+        .ok_or_else(|| SourceCliError::Usage(format!("{}: no Chart.yaml: not a Helm chart", dir.display())))?;
+    let metadata: serde_json::Value = serde_saphyr::from_slice(chart_yaml)
+        .map_err(|e| SourceCliError::Usage(format!("{}/Chart.yaml: {e}", dir.display())))?;
+    let field = |key: &str| {
+        metadata[key]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| SourceCliError::Usage(format!("{}/Chart.yaml: no {key}", dir.display())))
+    };
+    let (name, version) = (field("name")?, field("version")?);
+    let archive = crate::package::build::tarball(&files, &format!("{name}/"))
+        .map_err(|e| SourceCliError::Output(format!("packing {}: {e}", dir.display())))?;
+    Ok(PackedChart { name, version, metadata, archive })
+}
+
+async fn publish_chart(args: &PublishArgs, host: &str, repository: &str) -> Result<(), SourceCliError> {
+    let chart = pack_chart(&args.release_dir)?;
+    // OCI tags have no `+`: Helm writes a SemVer build suffix with `_` instead.
+    let tag = args.tag.clone().unwrap_or_else(|| chart.version.replace('+', "_"));
+    let repository = format!("{}/{}", repository.trim_end_matches('/'), chart.name);
+    let mut options = OciOptions::from_env(host, |k| std::env::var(k).ok());
+    options.insecure.extend(args.insecure_registries.iter().cloned());
+    crate::install_crypto_provider();
+    let client = Arc::new(RegistryClient::new(options.registry.clone()).map_err(SourceError::Other)?);
+    let base = oci::registry_base_url(host, &options.insecure);
+    let mut annotations = std::collections::BTreeMap::from([
+        ("org.opencontainers.image.title".to_string(), chart.name.clone()),
+        ("org.opencontainers.image.version".to_string(), chart.version.clone()),
+    ]);
+    if let Some(d) = chart.metadata["description"].as_str() {
+        annotations.insert("org.opencontainers.image.description".into(), d.to_string());
+    }
+    let archive = bytes::Bytes::from(chart.archive);
+    let digest =
+        oci::publish_chart(&client, host, &repository, &base, &tag, &chart.metadata, archive, annotations).await?;
+    println!("oci://{host}/{repository}:{tag}@{digest}");
     Ok(())
 }

@@ -19,13 +19,17 @@ use crate::source::{FetchPolicy, ReleaseCache, ReleaseSource};
 use super::CliError;
 use super::source_args::{SourceArgs, SourceCliError};
 
-/// Print the objects of a release in apply order.
+/// Print the objects of a release in apply order, or of any Helm chart as `helm template` does.
 #[derive(Debug, clap::Args)]
 pub struct RenderArgs {
-    /// A release tag (looked up in `--source`), a release directory holding
-    /// `metadata.yaml` and the tarballs, or an extracted chart directory (the
-    /// cluster-class chart, or with `--addons` the directory of addon charts).
-    pub release: String,
+    /// `[NAME] RELEASE`. RELEASE is a release tag (looked up in `--source`), a release directory
+    /// holding `metadata.yaml` and the tarballs, or a chart directory or `.tgz` (the
+    /// cluster-class chart, with `--addons` the directory of addon charts or one addon chart, or
+    /// any Helm chart). With NAME, or for a Helm chart that is not a cluster class, the chart is
+    /// rendered as `helm template NAME CHART` renders it (NAME defaults to `release-name`, as in
+    /// helm).
+    #[arg(num_args = 1..=2, required = true, value_names = ["NAME", "RELEASE"])]
+    pub args: Vec<String>,
     #[command(flatten)]
     pub source: SourceArgs,
     /// The cache directory for releases fetched by tag. Default:
@@ -36,8 +40,8 @@ pub struct RenderArgs {
     /// render as. Default for the cluster-class chart: from its `Chart.yaml`.
     #[arg(long)]
     pub tag: Option<String>,
-    /// `release.namespace` in templates.
-    #[arg(long, default_value = "default")]
+    /// `.Release.Namespace` (`release.namespace` in Jinja templates).
+    #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
     /// Render the addons for the Cluster of `--cluster` instead of the cluster class.
     #[arg(long, requires = "cluster")]
@@ -49,13 +53,42 @@ pub struct RenderArgs {
     /// With `--addons`: the lifecycle hook whose stages are shown (stage headers go to stderr).
     #[arg(long, requires = "addons")]
     pub hook: Option<String>,
+    /// For a Helm chart: a values file (repeatable; later files win), as `helm template -f`.
     /// With `--addons`: platform values for one addon, as `ADDON=FILE` (repeatable), merged
     /// last as `ClusterAddon.spec.valuesFrom` does.
-    #[arg(long = "values", requires = "addons")]
+    #[arg(short = 'f', long = "values")]
     pub values: Vec<String>,
+    /// For a Helm chart: `.Capabilities.KubeVersion` (as `helm template --kube-version`); for a
+    /// release, its `metadata.yaml` says it.
+    #[arg(long)]
+    pub kube_version: Option<String>,
+    /// For a Helm chart: print the charts' `crds/` objects too (as `helm template --include-crds`).
+    #[arg(long)]
+    pub include_crds: bool,
+    /// For a Helm chart: extra `.Capabilities.APIVersions` (repeatable), as `helm template -a`.
+    #[arg(short = 'a', long = "api-versions")]
+    pub api_versions: Vec<String>,
+    /// For a Helm chart: leave out `helm test` hooks (as `helm template --skip-tests`).
+    #[arg(long)]
+    pub skip_tests: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
+}
+
+impl RenderArgs {
+    /// RELEASE: the last positional argument.
+    fn release(&self) -> &str {
+        self.args.last().map(String::as_str).unwrap_or_default()
+    }
+
+    /// NAME, when given.
+    fn name(&self) -> Option<&str> {
+        match self.args.as_slice() {
+            [name, _] => Some(name.as_str()),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,7 +102,7 @@ const STAGES_FILE: &str = crate::controller::addon::stages::CLUSTER_ADDON_FILE;
 impl Charts {
     /// A message with the temporary extraction directory replaced by the release directory's
     /// assets, so an error names what the user has, never a temp dir.
-    fn unmask(&self, message: &str) -> String {
+    pub(super) fn unmask(&self, message: &str) -> String {
         match (&self._tmp, &self.release_dir) {
             (Some(tmp), Some(dir)) => {
                 let tmp = tmp.path().display().to_string();
@@ -84,14 +117,14 @@ impl Charts {
 }
 
 /// The chart directories to render and the release they belong to.
-struct Charts {
-    id: ReleaseId,
-    cluster_class: PathBuf,
-    addons: Option<PathBuf>,
+pub(super) struct Charts {
+    pub(super) id: ReleaseId,
+    pub(super) cluster_class: PathBuf,
+    pub(super) addons: Option<PathBuf>,
     /// The release's `clusteraddon.yaml`, when it has one.
-    stages: Option<PathBuf>,
+    pub(super) stages: Option<PathBuf>,
     /// The release's Kubernetes version (`metadata.yaml`), for Helm addons.
-    kube_version: Option<String>,
+    pub(super) kube_version: Option<String>,
     /// The release directory the charts were extracted from, for messages.
     release_dir: Option<PathBuf>,
     /// Keeps the extraction of a release directory alive while rendering.
@@ -99,9 +132,26 @@ struct Charts {
 }
 
 pub async fn run(args: RenderArgs) -> Result<(), CliError> {
+    if let Some(chart) = plain_chart(&args)? {
+        let objects = render_plain_chart(&chart, &args)?;
+        print!("{}", format_objects(&objects, args.output)?);
+        return Ok(());
+    }
+    if !args.addons && !args.values.is_empty() {
+        return Err(CliError::Usage(
+            "-f/--values: a release's cluster class takes no values; for addons use --addons -f ADDON=FILE".into(),
+        ));
+    }
+    if args.include_crds || args.skip_tests || !args.api_versions.is_empty() {
+        return Err(CliError::Usage(
+            "--include-crds, --skip-tests and --api-versions are for a Helm chart rendered as helm template renders it; \
+             a release's charts are rendered as the operator renders them"
+                .into(),
+        ));
+    }
     let charts = resolve(&args).await?;
     let mut ctx = RenderContext::new(&charts.id, &args.namespace);
-    if let Some(kube) = &charts.kube_version {
+    if let Some(kube) = args.kube_version.as_ref().or(charts.kube_version.as_ref()) {
         ctx = ctx.with_kube_version(kube.as_str());
     }
     let objects: Vec<DynamicObject> = if args.addons {
@@ -116,15 +166,24 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
             let (addon, file) =
                 spec.split_once('=').ok_or_else(|| CliError::Usage(format!("--values {spec}: expected ADDON=FILE")))?;
             let text = std::fs::read_to_string(file).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
-            let v = crate::controller::addon::parse_values_text(&text)
+            let v = crate::controller::addon::render::parse_values_text(&text)
                 .map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
             values.insert(addon.to_string(), v);
         }
         let ctx = ctx.with_cluster(read_cluster(cluster_file)?).with_addon_values(values);
-        let rendered = crate::controller::addon::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
+        let rendered = crate::controller::addon::render::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
             .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
+        if rendered.charts.is_empty() {
+            return Err(CliError::Usage(format!(
+                "{}: no addon charts to render (neither a chart nor a directory of charts)",
+                args.release()
+            )));
+        }
         let hook = args.hook.as_deref().unwrap_or(crate::controller::addon::stages::AFTER_CONTROL_PLANE_INITIALIZED);
         let stages = rendered.stages(hook);
+        if stages.is_empty() {
+            return Err(CliError::Usage(format!("the hook {hook} has no stages in {}", args.release())));
+        }
         let mut out = Vec::new();
         for (i, stage) in stages.iter().enumerate() {
             let waits = [("pre", &stage.wait_for_pre_condition), ("post", &stage.wait_for_post_condition)]
@@ -143,12 +202,69 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         render::render_cluster_class(&charts.cluster_class, &ctx)
             .map_err(|e| CliError::Usage(charts.unmask(&e.to_string())))?
     };
+    if objects.is_empty() {
+        return Err(CliError::Usage(format!("{} rendered no objects", args.release())));
+    }
     print!("{}", format_objects(&objects, args.output)?);
     Ok(())
 }
 
-async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
-    let path = Path::new(&args.release);
+/// The chart to render as `helm template` does, when RELEASE is one: with NAME, a `.tgz`, or a
+/// Helm chart directory that is not a cluster class (nor `--addons`).
+fn plain_chart(args: &RenderArgs) -> Result<Option<PathBuf>, CliError> {
+    let path = Path::new(args.release());
+    let is_chart = path.join(CHART_FILE).is_file() || (path.is_file() && args.release().ends_with(".tgz"));
+    if args.name().is_some() {
+        if args.addons {
+            return Err(CliError::Usage(
+                "NAME is for a Helm chart rendered as helm template does, not with --addons".into(),
+            ));
+        }
+        if !is_chart {
+            return Err(CliError::Usage(format!(
+                "{}: not a chart directory (with Chart.yaml) or a chart .tgz",
+                path.display()
+            )));
+        }
+        return Ok(Some(path.to_path_buf()));
+    }
+    if args.addons || args.tag.is_some() || !is_chart {
+        return Ok(None);
+    }
+    if path.is_file() {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let engine = render::chart_engine(path).map_err(|e| CliError::Usage(e.to_string()))?;
+    let class = release_of_chart(path).is_ok();
+    Ok((engine == render::Engine::Helm && !class).then(|| path.to_path_buf()))
+}
+
+/// Renders a Helm chart as `helm template NAME CHART` does with the same flags.
+fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<Vec<DynamicObject>, CliError> {
+    let mut opts = helm_render::HelmOptions::new(args.name().unwrap_or(HELM_DEFAULT_NAME), args.namespace.as_str());
+    opts.kube_version = args.kube_version.clone();
+    opts.include_crds = args.include_crds;
+    opts.api_versions = args.api_versions.clone();
+    for file in &args.values {
+        let text = std::fs::read_to_string(file).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
+        let values =
+            helm_render::values::parse_values(&text).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
+        render::merge_values(&mut opts.values, values);
+    }
+    let rendered =
+        render::render_helm_release(chart, &opts, args.skip_tests).map_err(|e| CliError::Usage(e.to_string()))?;
+    if rendered.objects.is_empty() {
+        return Err(CliError::Usage(format!("{}: the chart rendered no objects", chart.display())));
+    }
+    Ok(rendered.objects)
+}
+
+/// The release name `helm template CHART` uses when given none.
+const HELM_DEFAULT_NAME: &str = "release-name";
+
+/// The charts of RELEASE (a tag through the source, a release directory, or a chart directory).
+pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
+    let path = Path::new(args.release());
     if path.join(METADATA_FILE).is_file() {
         return extract_release_dir(path);
     }
@@ -177,11 +293,12 @@ async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
     // A tag: through the source and the verified cache, as `pull` does.
     let source = args.source.open()?;
     let listing = source.list().await.map_err(SourceCliError::from)?;
-    let release = listing.releases.iter().find(|r| r.tag == args.release).ok_or_else(|| SourceCliError::NotFound {
-        tag: args.release.clone(),
-        source_name: source.name(),
-        hint: format!("not a directory either; {} releases listed", listing.releases.len()),
-    })?;
+    let release =
+        listing.releases.iter().find(|r| r.tag == args.release()).ok_or_else(|| SourceCliError::NotFound {
+            tag: args.release().to_string(),
+            source_name: source.name(),
+            hint: format!("not a directory either; {} releases listed", listing.releases.len()),
+        })?;
     let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
         .map_err(SourceCliError::from)?;
     let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;

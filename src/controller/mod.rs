@@ -1,38 +1,29 @@
-//! The operator's controllers: their pure logic, apart from I/O.
+//! The operator's controllers, one folder per kind of object reconciled, over a shared runtime.
 //!
-//! - [`keep`]: which ClusterStackReleases a ClusterStack keeps, creates, deletes;
-//! - [`clusters`]: which releases the CAPI Clusters use;
-//! - [`crate::api::conditions`], [`status`] and [`release_status`]: deterministic status, written only on change;
-//! - [`backoff`]: per-object exponential backoff and jittered polling;
-//! - [`metrics`] and [`serve`]: the Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
-//! - [`objects`]: the ClusterStackRelease objects a stack owns, and when to poll;
-//! - [`config`]: the `clusterstack operator` settings;
-//! - [`events`]: Kubernetes Events, a repeated one counted on the first (series).
+//! | folder | what it reconciles / holds |
+//! |---|---|
+//! | [`stack`] | ClusterStack: poll the source, keep the wanted releases ([`stack::keep`], the pure planner `plan` shares), status |
+//! | [`release`] | ClusterStackRelease: download, node-image gate, render, apply with the inventory, delete |
+//! | [`addon`] | ClusterAddon: per CAPI Cluster, the addons staged into its workload cluster ([`addon::decide`], shared with `plan --clusters`), the lifecycle hooks |
+//! | [`runtime`] | what every controller runs on: the shared [`runtime::context::Context`], sources and pollers, watches, backoff, Events, metrics, HTTP endpoints, cache GC, settings, the CAPI Cluster view |
+//! | [`inventory`] | the apply engine's inventory to and from `status.resources` (the controllers' edge of [`crate::apply`]) |
+//! | [`rollout`] | ClusterStackRollout: moves a stack's Clusters onto a new release in waves ([`rollout::decide`]) |
+//! | [`run`] | the whole process: builds each controller's context and runs them together |
 //!
-//! The I/O around them: [`context`] (shared state), [`stack`] and [`release`] (the two
-//! reconcilers) and [`run`] (the whole operator process, as a library function).
+//! Each reconciler is a thin `reconcile` that gathers its inputs, a pure decision with table
+//! tests, and the actions that carry the decision out; its own state lives in its own context.
+//! Arrows point down only: a reconciler uses `runtime` and the names here, never another
+//! reconciler; `runtime` knows no reconciler; only [`run`] sees them all.
 //!
-//! `docs/DESIGN.md` describes both reconcile loops.
+//! `docs/DESIGN.md` draws each reconcile loop.
 
 pub mod addon;
-pub mod backoff;
-pub mod cache_gc;
-pub mod clusters;
-
-pub mod config;
-pub mod context;
-pub mod events;
-pub mod keep;
-pub mod metrics;
-pub mod objects;
-pub mod poller;
+pub mod inventory;
 pub mod release;
-pub mod release_status;
+pub mod rollout;
 pub mod run;
-pub mod serve;
+pub mod runtime;
 pub mod stack;
-pub mod status;
-pub mod watch;
 
 /// The field manager of every server-side apply the operator makes: the apply engine's, so
 /// there is one field manager of our own.
@@ -42,43 +33,23 @@ pub const RELEASE_FINALIZER: &str = "clusterstack.x-k8s.io/release-cleanup";
 /// Setting this annotation on a ClusterStack to a new value forces an immediate poll.
 pub const RECONCILE_REQUESTED_AT: &str = "clusterstack.x-k8s.io/reconcile-requested-at";
 
-/// Why a reconcile pass failed; the pass is retried with per-object backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// A request to the API server failed.
-    #[error("Kubernetes API request failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// Applying the rendered objects failed as a whole.
-    #[error(transparent)]
-    Apply(#[from] crate::apply::ApplyError),
-    /// The object's configuration cannot be used (e.g. a malformed `spec.source`).
-    #[error("{0}")]
-    Config(String),
-    /// A status could not be serialised.
-    #[error("could not serialise the status: {0}")]
-    Serialize(#[from] serde_json::Error),
-    /// A background task failed.
-    #[error("background task failed: {0}")]
-    Task(String),
-}
+/// Label on each ClusterStackRelease naming its ClusterStack, for label selectors.
+pub const STACK_LABEL: &str = "clusterstack.x-k8s.io/cluster-stack";
 
-impl ReconcileError {
-    /// A bounded label for the failure metric.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ReconcileError::Kube(_) => "KubeError",
-            ReconcileError::Apply(_) => crate::api::conditions::reason::APPLY_FAILED,
-            ReconcileError::Config(_) => "InvalidConfig",
-            ReconcileError::Serialize(_) => "SerializeFailed",
-            ReconcileError::Task(_) => "TaskFailed",
-        }
-    }
-}
-
-/// Whether an API error is 404 Not Found.
-pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
+/// Phase: the release's assets are being fetched into the cache.
+pub const PHASE_DOWNLOADING: &str = "downloading release assets";
+/// Phase: the provider-specific gate (node images) runs.
+pub const PHASE_PROVIDER: &str = "provider-specific work";
+/// Phase: the rendered objects are being applied.
+pub const PHASE_APPLYING: &str = "applying objects";
+/// Phase: everything is applied and synced.
+pub const PHASE_DONE: &str = "done";
+/// Phase: a step failed; the `Ready` condition says which and why.
+pub const PHASE_FAILED: &str = "failed";
+/// Phase: the release is being deleted (waiting for Clusters, or removing objects).
+pub const PHASE_DELETING: &str = "deleting";
+/// Phase: the release controller has not reported yet.
+pub const PHASE_PENDING: &str = "pending";
 
 /// A JSON merge patch that turns `old` into `new` under `status`: fields `new` omits (empty
 /// values are not serialised) are set to `null`, or a merge patch would keep their old value.
@@ -124,13 +95,5 @@ mod tests {
     #[test]
     fn one_field_manager() {
         assert_eq!(FIELD_MANAGER, crate::apply::FIELD_MANAGER);
-    }
-
-    #[test]
-    fn not_found_is_recognised() {
-        let e = kube::Error::Api(kube::core::Status::failure("gone", "NotFound").with_code(404).boxed());
-        assert!(is_not_found(&e));
-        let e = kube::Error::Api(kube::core::Status::failure("conflict", "Conflict").with_code(409).boxed());
-        assert!(!is_not_found(&e));
     }
 }

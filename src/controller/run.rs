@@ -1,6 +1,7 @@
-//! The whole operator process as a library function: both controllers, `/metrics`, `/healthz`,
-//! `/readyz`, optional leader election, and graceful shutdown on one shared signal. Tests start it
-//! in-process against the API server double.
+//! The whole operator process as a library function: the three controllers, each with its own
+//! context over the shared runtime, `/metrics`, `/healthz`, `/readyz`, the hook server, optional
+//! leader election, and graceful shutdown on one shared signal. The one module that sees every
+//! controller. Tests start it in-process against the API server double.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ClusterStack, ClusterStackRelease};
 
-use super::context::{Context, Settings};
-use super::metrics::Metrics;
-use super::serve::{Readiness, health_router, metrics_router};
+use super::runtime::context::{Context, Settings};
+use super::runtime::metrics::Metrics;
+use super::runtime::serve::{Readiness, health_router, metrics_router};
 use super::{release, stack};
 
 /// The name of the leader-election Lease.
@@ -136,7 +137,7 @@ pub async fn run_with(
     };
     let config = ControllerConfig::default().concurrency(settings.concurrency);
     // Sharding: this instance sees only its shard's ClusterStacks and releases.
-    let selector = super::watch::shard_selector(settings.shard.as_deref());
+    let selector = super::runtime::watch::shard_selector(settings.shard.as_deref());
     let by_shard = || watcher::Config::default().labels(&selector);
     let Some(triggers) = ctx.watches.take_streams() else {
         return Err(RunError::Lease("the trigger streams were taken twice".into()));
@@ -145,11 +146,12 @@ pub async fn run_with(
     let stack_writer = reflector::store::Writer::<ClusterStack>::default();
     let stack_reader = stack_writer.as_reader();
     let stack_stream =
-        reflector(stack_writer, watcher(stacks, by_shard()).modify(super::watch::slim)).applied_objects();
+        reflector(stack_writer, watcher(stacks, by_shard()).modify(super::runtime::watch::slim)).applied_objects();
     let release_writer = reflector::store::Writer::<ClusterStackRelease>::default();
     let release_reader = release_writer.as_reader();
     let release_stream =
-        reflector(release_writer, watcher(releases.clone(), by_shard()).modify(super::watch::slim)).applied_objects();
+        reflector(release_writer, watcher(releases.clone(), by_shard()).modify(super::runtime::watch::slim))
+            .applied_objects();
     let stack_ctrl = Controller::for_stream(stack_stream, stack_reader)
         .owns(releases.clone(), by_shard())
         .reconcile_on(triggers.stacks)
@@ -189,7 +191,8 @@ pub async fn run_with(
     });
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     ctx.watches.set_stores(stack_store.clone(), release_store.clone());
-    super::watch::start_clusters(&ctx);
+    super::runtime::watch::start_clusters(&ctx);
+    super::rollout::start(ctx.clone(), shutdown.clone());
     let watch_stop = ctx.watches.stop.clone();
     let stop_watches = shutdown.clone();
     tokio::spawn(async move {
@@ -213,15 +216,17 @@ pub async fn run_with(
         readiness.set(true);
     });
     // Unreferenced releases leave the cache after the grace period; `cache_bytes` follows.
-    super::cache_gc::start(&ctx);
+    super::runtime::cache_gc::start(&ctx);
 
-    let stacks_done = stack_ctrl.run(stack::reconcile, stack::error_policy, ctx.clone()).for_each(|r| async move {
+    let stack_ctx = Arc::new(stack::StackContext::new(ctx.clone()));
+    let release_ctx = Arc::new(release::ReleaseContext::new(ctx.clone()));
+    let stacks_done = stack_ctrl.run(stack::reconcile, stack::error_policy, stack_ctx).for_each(|r| async move {
         if let Err(e) = r {
             tracing::debug!(error = %e, "ClusterStack controller");
         }
     });
     let releases_done =
-        release_ctrl.run(release::reconcile, release::error_policy, ctx.clone()).for_each(|r| async move {
+        release_ctrl.run(release::reconcile, release::error_policy, release_ctx).for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "ClusterStackRelease controller");
             }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::deps::{DependencyOptions, vendor_chart};
 use super::helm;
 use crate::release::{
     Components, KubernetesVersion, METADATA_FILE, ReleaseId, ReleaseMetadata, StackVersion, Versions,
@@ -167,8 +168,14 @@ struct Previous {
 }
 
 /// Builds one release: checks that it renders, then writes it into a temp
-/// directory and renames that into `<out_dir>/<tag>`.
+/// directory and renames that into `<out_dir>/<tag>`. Helm chart dependencies not vendored in
+/// the source are fetched directly (no cache, no mirrors): see [`build_release_with`].
 pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
+    build_release_with(opts, &DependencyOptions::default())
+}
+
+/// [`build_release`], fetching Helm chart dependencies with `deps`.
+pub fn build_release_with(opts: &BuildOptions, deps: &DependencyOptions) -> Result<BuiltRelease, BuildError> {
     let config = StackConfig::read(&opts.source_dir)?;
     let probe = config.release_id(StackVersion::Stable(0))?;
     let newest = newest_stable(&opts.out_dir, &probe, opts.version.as_ref())?;
@@ -186,12 +193,16 @@ pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
 
     let class_dir = opts.source_dir.join(CLUSTER_CLASS_DIR);
     let addon_dir = opts.source_dir.join(CLUSTER_ADDON_DIR);
-    let class_files = collect_files(&class_dir)?;
-    let addon_files = collect_files(&addon_dir)?;
+    let mut class_files = collect_files(&class_dir)?;
+    let mut addon_files = collect_files(&addon_dir)?;
     let addon_config = read_optional(&opts.source_dir.join(CLUSTER_ADDON_CONFIG))?;
     let addon_values = read_optional(&opts.source_dir.join(helm::ADDON_VALUES_FILE))?;
     let node_images = read_optional(&opts.source_dir.join(NODE_IMAGES_FILE))?;
     let format = helm::detect_format(class_files.iter().chain(addon_files.iter()));
+    if format == helm::SourceFormat::Helm {
+        // Vendored before hashing: the release's addon version changes with its dependencies.
+        vendor_dependencies(&mut class_files, &mut addon_files, &class_dir, &addon_dir, deps)?;
+    }
 
     let mut addon_hash_input = addon_files.clone();
     if let Some(bytes) = &addon_config {
@@ -261,7 +272,7 @@ pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
                     ),
                 });
             }
-            helm::check_addons(&addon_dir, single, &config.kubernetes.to_string())?;
+            helm::check_addons(&addon_files, single, &config.kubernetes.to_string())?;
             let addon_tgz = match previous_addon {
                 Some(bytes) => bytes,
                 None if single => {
@@ -320,6 +331,34 @@ pub fn build_release(opts: &BuildOptions) -> Result<BuiltRelease, BuildError> {
     }
     tracing::info!(release = %id, dir = %final_dir.display(), "built release");
     Ok(BuiltRelease { id, dir: final_dir, metadata, hashes, assets: assets.into_keys().collect() })
+}
+
+/// Vendors the Helm dependencies of the cluster-class chart and of every addon chart into their
+/// `charts/` (see [`super::deps`]).
+fn vendor_dependencies(
+    class_files: &mut BTreeMap<String, Vec<u8>>,
+    addon_files: &mut BTreeMap<String, Vec<u8>>,
+    class_dir: &Path,
+    addon_dir: &Path,
+    deps: &DependencyOptions,
+) -> Result<(), BuildError> {
+    vendor_chart(class_files, "", class_dir, CLUSTER_CLASS_DIR, deps)?;
+    if helm::addon_is_single_chart(addon_files) {
+        vendor_chart(addon_files, "", addon_dir, CLUSTER_ADDON_DIR, deps)?;
+        return Ok(());
+    }
+    let charts: Vec<String> = addon_files
+        .keys()
+        .filter_map(|k| k.strip_suffix("/Chart.yaml").filter(|d| !d.contains('/')).map(str::to_string))
+        .collect();
+    for chart in charts {
+        let label = format!("{CLUSTER_ADDON_DIR}/{chart}");
+        let n = vendor_chart(addon_files, &format!("{chart}/"), &addon_dir.join(&chart), &label, deps)?;
+        if n > 0 {
+            tracing::info!(chart = %label, dependencies = n, "vendored chart dependencies");
+        }
+    }
+    Ok(())
 }
 
 /// The newest stable release of `probe`'s stack in `out_dir` (below `below`

@@ -11,7 +11,6 @@
 //! version. The asset names are the same for both formats.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Deserialize;
 
@@ -116,10 +115,13 @@ pub fn check_class(class_tgz: &[u8], id: &ReleaseId, namespace: &str) -> Result<
         .map_err(|e| relabel(e, CLUSTER_CLASS_DIR))?;
     let mut classes = Vec::new();
     for m in &manifests {
-        let doc: serde_json::Value = serde_saphyr::from_str(&m.content).map_err(|e| BuildError::Config {
-            file: format!("{CLUSTER_CLASS_DIR}: {}", m.source),
-            message: format!("the rendered document is not YAML: {e}"),
-        })?;
+        // Read as the API server is given it: go-yaml, YAML 1.1 (see `render::objects`).
+        let doc = helm_render::yaml_to_value(&m.content)
+            .map_err(|e| BuildError::Config {
+                file: format!("{CLUSTER_CLASS_DIR}: {}", m.source),
+                message: format!("the rendered document is not YAML: {e}"),
+            })?
+            .to_json();
         if doc.get("kind").and_then(|k| k.as_str()) == Some("ClusterClass") {
             let name = doc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
             classes.push(name.to_string());
@@ -140,37 +142,39 @@ pub fn check_class(class_tgz: &[u8], id: &ReleaseId, namespace: &str) -> Result<
 
 /// Renders every addon chart as the Go operator does (`helm template
 /// --include-crds --kube-version <k8s> cluster-addon <dir> --namespace
-/// kube-system`), with the charts' own values.
-pub fn check_addons(addon_dir: &Path, single_chart: bool, kube_version: &str) -> Result<usize, BuildError> {
-    let mut dirs = Vec::new();
+/// kube-system`), with the charts' own values, from the files to be packed (dependencies
+/// vendored).
+pub fn check_addons(
+    addon_files: &BTreeMap<String, Vec<u8>>,
+    single_chart: bool,
+    kube_version: &str,
+) -> Result<usize, BuildError> {
+    let mut charts: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
     if single_chart {
-        dirs.push(addon_dir.to_path_buf());
+        charts.insert(String::new(), addon_files.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
     } else {
-        let entries = std::fs::read_dir(addon_dir).map_err(|source| BuildError::Io {
-            context: "cannot read",
-            path: addon_dir.into(),
-            source,
-        })?;
-        for entry in entries {
-            let entry =
-                entry.map_err(|source| BuildError::Io { context: "cannot read", path: addon_dir.into(), source })?;
-            if entry.path().join(CHART_FILE).is_file() {
-                dirs.push(entry.path());
-            }
+        let dirs: Vec<&str> =
+            addon_files.keys().filter_map(|k| k.strip_suffix("/Chart.yaml").filter(|d| !d.contains('/'))).collect();
+        for dir in dirs {
+            let prefix = format!("{dir}/");
+            let files = addon_files
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, v)| (k[prefix.len()..].to_string(), v.clone()))
+                .collect();
+            charts.insert(dir.to_string(), files);
         }
-        dirs.sort();
     }
     let mut count = 0;
-    for dir in dirs {
-        let label = format!(
-            "{CLUSTER_ADDON_DIR}/{}",
-            dir.strip_prefix(addon_dir).map(|p| p.display().to_string()).unwrap_or_default()
-        );
-        let chart = load_chart(&dir).map_err(|e| relabel(e, label.trim_end_matches('/')))?;
+    for (dir, files) in charts {
+        let label = format!("{CLUSTER_ADDON_DIR}/{dir}");
+        let label = label.trim_end_matches('/');
+        let chart = helm_render::load::from_files(label, files)
+            .map_err(|e| BuildError::Render(RenderError::Chart { chart: label.to_string(), message: e.message }))?;
         let mut opts = HelmOptions::new(ADDON_RELEASE_NAME, ADDON_NAMESPACE);
         opts.kube_version = Some(kube_version.to_string());
         opts.include_crds = true;
-        count += render_chart(&chart, &opts).map_err(|e| relabel(e, label.trim_end_matches('/')))?.len();
+        count += render_chart(&chart, &opts).map_err(|e| relabel(e, label))?.len();
     }
     Ok(count)
 }

@@ -2,4 +2,6 @@
 //! release with the ecosystem's asset names and layout.
 
 pub mod build;
+pub mod deps;
+mod deps_fetch;
 pub mod helm;

@@ -24,7 +24,9 @@ use serde::Deserialize;
 
 use crate::release::ReleaseId;
 
-pub use objects::{ObjectKey, apply_cmp, apply_stage, sort_for_apply};
+pub use objects::ObjectKey;
+
+use crate::apply::sort_for_apply;
 
 /// The chart description file of a bundle directory.
 pub const CHART_FILE: &str = "Chart.yaml";
@@ -245,7 +247,11 @@ pub fn addon_names(bundle_dir: &Path) -> Result<Vec<String>, RenderError> {
     for entry in entries {
         let entry = entry.map_err(|e| RenderError::io("cannot read", bundle_dir, e))?;
         let file_type = entry.file_type().map_err(|e| RenderError::io("cannot inspect", &entry.path(), e))?;
-        if file_type.is_dir() && entry.path().join(CHART_FILE).is_file() {
+        // A symlinked chart directory counts as well (`is_dir` on the path follows links).
+        if (file_type.is_dir() || file_type.is_symlink())
+            && entry.path().is_dir()
+            && entry.path().join(CHART_FILE).is_file()
+        {
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
@@ -255,11 +261,22 @@ pub fn addon_names(bundle_dir: &Path) -> Result<Vec<String>, RenderError> {
 
 /// Renders every addon of an extracted addon bundle (sorted by name) for the
 /// workload cluster in `ctx.cluster`. Fails when two addons render the same object.
+/// A directory that is itself a chart is rendered as the one addon.
 pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<RenderedChart>, RenderError> {
+    if bundle_dir.join(CHART_FILE).is_file() {
+        check_addon_value_names(bundle_dir, &[bundle_dir.to_path_buf()], ctx)?;
+        return Ok(vec![render_addon(bundle_dir, ctx)?]);
+    }
     let mut charts = Vec::new();
     let (mut all, mut sources) = (Vec::new(), Vec::new());
-    for name in addon_names(bundle_dir)? {
-        let chart = render_addon(&bundle_dir.join(&name), ctx)?;
+    let names = addon_names(bundle_dir)?;
+    let dirs: Vec<PathBuf> = names.iter().map(|n| bundle_dir.join(n)).collect();
+    check_addon_value_names(bundle_dir, &dirs, ctx)?;
+    for name in names {
+        // An addon is its directory, as `clusteraddon.yaml` and the Go operator name it (scs2's
+        // `cni/` holds the chart `CNI`).
+        let mut chart = render_addon(&bundle_dir.join(&name), ctx)?;
+        chart.name = name.clone();
         for object in &chart.objects {
             all.push(object.clone());
             sources.push(format!("addon {name}"));
@@ -268,6 +285,39 @@ pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<Rende
     }
     objects::check_duplicates(&all, &sources)?;
     Ok(charts)
+}
+
+/// The platform values of the addon in `chart_dir`: by its directory's name (as
+/// `clusteraddon.yaml` names addons), else by its chart's name.
+fn platform_values<'a>(ctx: &'a RenderContext, chart_dir: &Path, chart_name: &str) -> Option<&'a serde_json::Value> {
+    let dir_name = chart_dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    dir_name.and_then(|d| ctx.addon_values.get(&d)).or_else(|| ctx.addon_values.get(chart_name))
+}
+
+/// Platform values for an addon the bundle does not have would be silently lost: refuse them.
+/// An addon is named by its directory or its `Chart.yaml` `name` (see [`platform_values`]).
+fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderContext) -> Result<(), RenderError> {
+    if ctx.addon_values.is_empty() {
+        return Ok(());
+    }
+    let mut known: Vec<String> = Vec::new();
+    for dir in dirs {
+        let chart_file = dir.join(CHART_FILE);
+        let chart: ChartFile = serde_saphyr::from_str(&read_text(&chart_file)?)
+            .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+        let dir_name = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+        known.extend(dir_name.into_iter().chain(chart.name).filter(|n| !known.contains(n)).collect::<Vec<_>>());
+    }
+    match ctx.addon_values.keys().find(|k| !known.contains(k)) {
+        None => Ok(()),
+        Some(unknown) => Err(RenderError::Bundle {
+            file: bundle_dir.display().to_string(),
+            message: format!(
+                "values are given for the addon {unknown:?}, which the release does not have (its addons: {})",
+                known.join(", ")
+            ),
+        }),
+    }
 }
 
 /// Renders any chart directory with its engine: the addon form (with
@@ -312,15 +362,43 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
                 render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
         }
     }
-    let manifests = helm_render::render_chart(&chart, &opts)?;
+    // Platform values (`valuesFrom`, `render --values`) come last, over the overwrite, as `-f`
+    // files given after it would.
+    if ctx.cluster.is_some()
+        && let Some(platform) = platform_values(ctx, chart_dir, chart.name())
+    {
+        merge_values(&mut opts.values, platform.clone());
+    }
+    helm_objects(&chart, &opts, true)
+}
+
+/// Renders any Helm chart (a directory or a `.tgz`) as `helm template` does with `opts`,
+/// into objects in apply order; `skip_tests` leaves `helm test` hooks out as `--skip-tests` does.
+pub fn render_helm_release(
+    chart_path: &Path,
+    opts: &helm_render::HelmOptions,
+    skip_tests: bool,
+) -> Result<RenderedChart, RenderError> {
+    let mut chart = helm_render::load_chart(chart_path)?;
+    chart.label = chart_path.display().to_string();
+    helm_objects(&chart, opts, skip_tests)
+}
+
+fn helm_objects(
+    chart: &helm_render::Chart,
+    opts: &helm_render::HelmOptions,
+    skip_tests: bool,
+) -> Result<RenderedChart, RenderError> {
+    let manifests = helm_render::render_chart(chart, opts)?;
     let (mut objects, mut sources) = (Vec::new(), Vec::new());
     for m in manifests {
-        if m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))) {
+        if skip_tests && m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))) {
             continue;
         }
         let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
         let label = format!("{}/{inner}", chart.label);
-        for object in objects::parse_objects(&label, &m.content)? {
+        let index = sources.iter().filter(|s| **s == label).count() + 1;
+        if let Some(object) = objects::parse_helm_object(&label, index, &m.content)? {
             objects.push(object);
             sources.push(label.clone());
         }
@@ -412,7 +490,7 @@ fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedC
             merge_values(&mut values, overwrite);
             context["values"] = values.clone();
         }
-        if let Some(platform) = ctx.addon_values.get(&chart_name) {
+        if let Some(platform) = platform_values(ctx, chart_dir, &chart_name) {
             merge_values(&mut values, platform.clone());
             context["values"] = values;
         }

@@ -345,3 +345,103 @@ fn an_unknown_engine_is_refused() {
     let msg = render_cluster_class(dir.path(), &ctx()).unwrap_err().to_string();
     assert!(msg.contains("unknown clusterstack.x-k8s.io/template-engine \"erb\""), "{msg}");
 }
+
+/// A bundle with one addon `cni` of the given `Chart.yaml`, whose template prints `a`, `b` and `c`
+/// of its values; `values.yaml` sets all three, `overwrite.yaml` overrides `b` and `c`.
+fn addon_with_overwrite(dir: &Path, chart_yaml: &str, overwrite: &str, template: &str) {
+    write_files(
+        &dir.join("cni"),
+        &[
+            ("Chart.yaml", chart_yaml),
+            ("values.yaml", "a: chart\nb: chart\nc: chart\nlist: [1, 2]\n"),
+            ("overwrite.yaml", overwrite),
+            ("templates/cm.yaml", template),
+        ],
+    );
+}
+
+fn platform_values() -> std::collections::BTreeMap<String, serde_json::Value> {
+    std::collections::BTreeMap::from([("cni".to_string(), serde_json::json!({"c": "platform", "list": [3]}))])
+}
+
+fn wl_cluster() -> ClusterObjects {
+    ClusterObjects { cluster: serde_json::json!({"metadata": {"name": "wl-1"}}), ..Default::default() }
+}
+
+#[test]
+fn platform_values_are_merged_over_the_overwrite_for_helm_addons() {
+    let dir = tempfile::tempdir().unwrap();
+    addon_with_overwrite(
+        dir.path(),
+        "apiVersion: v2\nname: cni\nversion: v2\n",
+        "values: |\n  b: {{ .Cluster.metadata.name }}\n  c: overwrite\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  a: {{ .Values.a }}\n  b: {{ .Values.b }}\n  c: {{ .Values.c }}\n  list: {{ .Values.list | toJson | quote }}\n",
+    );
+    let ctx = ctx().with_cluster(wl_cluster()).with_addon_values(platform_values());
+    let charts = render_addons(dir.path(), &ctx).unwrap();
+    assert_eq!(
+        charts[0].objects[0].data["data"],
+        serde_json::json!({"a": "chart", "b": "wl-1", "c": "platform", "list": "[3]"})
+    );
+}
+
+#[test]
+fn platform_values_are_merged_over_the_overwrite_for_jinja_addons() {
+    let dir = tempfile::tempdir().unwrap();
+    addon_with_overwrite(
+        dir.path(),
+        "name: cni\nversion: v2\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n",
+        "b: {{ cluster.metadata.name }}\nc: overwrite\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  a: {{ values.a }}\n  b: {{ values.b }}\n  c: {{ values.c }}\n  list: \"{{ values.list }}\"\n",
+    );
+    let ctx = ctx().with_cluster(wl_cluster()).with_addon_values(platform_values());
+    let charts = render_addons(dir.path(), &ctx).unwrap();
+    assert_eq!(
+        charts[0].objects[0].data["data"],
+        serde_json::json!({"a": "chart", "b": "wl-1", "c": "platform", "list": "[3]"})
+    );
+}
+
+#[test]
+fn platform_values_for_an_addon_the_release_lacks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    addon_with_overwrite(
+        dir.path(),
+        "apiVersion: v2\nname: cni\nversion: v2\n",
+        "values: |\n  c: overwrite\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n",
+    );
+    let values = std::collections::BTreeMap::from([("cin".to_string(), serde_json::json!({"c": 1}))]);
+    let msg =
+        render_addons(dir.path(), &ctx().with_cluster(wl_cluster()).with_addon_values(values)).unwrap_err().to_string();
+    assert!(msg.contains("the addon \"cin\""), "{msg}");
+    assert!(msg.contains("its addons: cni"), "{msg}");
+}
+
+/// A Helm chart's documents are read as the API server gets them from helm (go-yaml, YAML 1.1);
+/// documents helm prints but no API server accepts stop the render, naming template and document.
+#[test]
+fn helm_documents_are_read_as_go_yaml_and_non_objects_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("c");
+    std::fs::create_dir_all(chart_dir.join("templates")).unwrap();
+    std::fs::write(chart_dir.join("Chart.yaml"), "apiVersion: v2\nname: c\nversion: v1\n").unwrap();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: m\nmode: 0755\nflag: on\nd: \"one\ntwo\"\n";
+    std::fs::write(chart_dir.join("templates/cm.yaml"), cm).unwrap();
+    let id = ReleaseId::from_tag("docker-ferrol-1-27-v1").unwrap();
+    let ctx = RenderContext::new(&id, "ns");
+    let objects = render_cluster_class(&chart_dir, &ctx).unwrap();
+    assert_eq!(objects[0].data["mode"], 493);
+    assert_eq!(objects[0].data["flag"], true);
+    assert_eq!(objects[0].data["d"], "one two");
+
+    for (bad, says) in [
+        ("apiVersion: v1\nmetadata:\n  name: x\n", "has no kind"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    a: 1\n", "metadata"),
+    ] {
+        std::fs::write(chart_dir.join("templates/bad.yaml"), format!("{cm}---\n{bad}")).unwrap();
+        let err = render_cluster_class(&chart_dir, &ctx).unwrap_err().to_string();
+        assert!(err.contains("templates/bad.yaml") && err.contains("2"), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -639,17 +639,74 @@ pub async fn publish(
         },
         "layers": layers,
     });
+    put_manifest(client, &target, base, tag, &manifest).await
+}
+
+/// Helm's media type of a chart's config blob (its `Chart.yaml` as JSON).
+pub const HELM_CONFIG: &str = "application/vnd.cncf.helm.config.v1+json";
+/// Helm's media type of the chart archive layer.
+pub const HELM_CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+
+/// Pushes a packaged Helm chart as `helm push` lays it out (Helm's `pkg/registry`): an OCI image
+/// manifest whose config is the chart's metadata as JSON ([`HELM_CONFIG`]) and whose one layer
+/// is the chart archive ([`HELM_CHART_LAYER`]), tagged `tag` (the chart version), so that
+/// `helm pull oci://HOST/REPOSITORY --version TAG` and `helm install` take it. Returns the
+/// manifest's digest.
+#[allow(clippy::too_many_arguments)]
+pub async fn publish_chart(
+    client: &RegistryClient,
+    host: &str,
+    repository: &str,
+    base_url: &str,
+    tag: &str,
+    metadata: &serde_json::Value,
+    archive: bytes::Bytes,
+    annotations: std::collections::BTreeMap<String, String>,
+) -> Result<String, SourceError> {
+    let what = format!("oci://{host}/{repository}:{tag}");
+    let base = base_url.trim_end_matches('/');
+    let target = Target { what: &what, host, repository, push: true };
+    let config = bytes::Bytes::from(
+        serde_json::to_vec(metadata).map_err(|e| SourceError::Other(format!("{what}: chart metadata: {e}")))?,
+    );
+    let mut descriptors = Vec::new();
+    for (media_type, blob) in [(HELM_CONFIG, config), (HELM_CHART_LAYER, archive)] {
+        let digest = format!("sha256:{}", hex(&Sha256::digest(&blob)));
+        let size = blob.len() as u64;
+        push_blob(client, &target, base, repository, &digest, BlobBody::Bytes(blob)).await?;
+        descriptors.push(Descriptor { media_type: media_type.into(), digest, size, annotations: Default::default() });
+    }
+    let layer = descriptors.pop();
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": descriptors.pop(),
+        "layers": [layer],
+        "annotations": annotations,
+    });
+    put_manifest(client, &target, base, tag, &manifest).await
+}
+
+/// PUTs a manifest under `tag` (written last, once its blobs are there); returns its digest.
+async fn put_manifest(
+    client: &RegistryClient,
+    target: &Target<'_>,
+    base: &str,
+    tag: &str,
+    manifest: &serde_json::Value,
+) -> Result<String, SourceError> {
+    let what = target.what;
     let body = bytes::Bytes::from(
-        serde_json::to_vec(&manifest).map_err(|e| SourceError::Other(format!("{what}: manifest: {e}")))?,
+        serde_json::to_vec(manifest).map_err(|e| SourceError::Other(format!("{what}: manifest: {e}")))?,
     );
     let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
-    let url = format!("{base}/v2/{repository}/manifests/{tag}");
+    let url = format!("{base}/v2/{}/manifests/{tag}", target.repository);
     let resp = client
-        .send(&target, &url, |http| http.put(&url).header(CONTENT_TYPE, OCI_MANIFEST).body(body.clone()))
+        .send(target, &url, |http| http.put(&url).header(CONTENT_TYPE, OCI_MANIFEST).body(body.clone()))
         .await
-        .map_err(|e| registry_error(&what, e))?;
+        .map_err(|e| registry_error(what, e))?;
     if !resp.status().is_success() {
-        return Err(unexpected_status(&what, &url, resp.status()));
+        return Err(unexpected_status(what, &url, resp.status()));
     }
     Ok(digest)
 }

@@ -12,7 +12,7 @@ use super::builtins::Builtin;
 use super::fmt::write_value;
 use super::func::{FuncMap, Host, Param, TextError};
 use super::parse::{Arg, Callee, Cmd, Control, Node, Number, Pipe, Templates, Tree, parse};
-use super::value::{FuncError, Value};
+use super::value::{FuncError, Map, Value};
 
 /// What a missing map key yields (Go's `missingkey` option).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +53,21 @@ impl Default for ExecLimits {
 pub struct ExecOptions {
     pub missing_key: MissingKey,
     pub limits: ExecLimits,
+    /// Methods of Go map types (Helm's `common.Values`: `.Values.AsMap`, `.Values.Table "x"`).
+    pub map_methods: Option<MapMethods>,
+}
+
+/// The methods of maps whose Go type has methods. Given a map, a method name and its arguments,
+/// it answers `None` when that map has no such method (a plain `map[string]interface{}`, or
+/// another name): then the name is a key, as in Go, where a method wins over a key.
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+pub struct MapMethods(pub std::rc::Rc<dyn Fn(&Map, &str, &[Value]) -> Option<Result<Value, FuncError>>>);
+
+impl fmt::Debug for MapMethods {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MapMethods")
+    }
 }
 
 /// What kind of failure.
@@ -744,6 +759,20 @@ impl Exec<'_> {
                 Ok((Value::Nil, NilKind::Invalid))
             }
             Value::Map(m) => {
+                if let Some(methods) = self.opts.map_methods.clone() {
+                    let mut argv = Vec::new();
+                    if has_args {
+                        for a in &args[1..] {
+                            argv.push(self.eval_arg_any(cx, vars, dot, a)?);
+                        }
+                        argv.extend(fin.clone());
+                    }
+                    match (methods.0)(m, name, &argv) {
+                        Some(Ok(v)) => return Ok((v, NilKind::Interface)),
+                        Some(Err(e)) => return Err(self.func_error(cx, pos, node, name, e)),
+                        None => {}
+                    }
+                }
                 if has_args {
                     return Err(self.err(cx, pos, node, format!("{name} is not a method but has arguments")));
                 }

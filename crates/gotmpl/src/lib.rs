@@ -24,7 +24,9 @@ mod tests_fmt;
 #[cfg(test)]
 mod tests_lead;
 
-pub use exec::{ExecLimits, ExecOptions, MissingKey, Origin, TemplateError, TemplateErrorKind, execute, execute_with};
+pub use exec::{
+    ExecLimits, ExecOptions, MapMethods, MissingKey, Origin, TemplateError, TemplateErrorKind, execute, execute_with,
+};
 pub use fmt::{format_value, sprint, sprintf, sprintln};
 pub use func::{DEFAULT_MAX_SIZE, Func, FuncMap, Host, Param, Signature, TextError, room};
 pub use parse::Templates;

@@ -964,7 +964,111 @@ const MAX_DEPTH: usize = 10_000;
 /// a billion nodes. go-yaml refuses such documents with this same message.
 const ALIAS_BUDGET: u64 = 1_000_000;
 
+/// The first document; a quoted scalar continued at or left of its block's indentation (which
+/// libyaml, go-yaml's base, accepts and YAML 1.2 parsers refuse) is read after indenting its
+/// continuation lines, which changes nothing else: line folding drops their leading blanks.
 fn parse_first_document(text: &str) -> Result<Option<YNode>, String> {
+    match parse_first_document_strict(text) {
+        Err(e) if e.contains("invalid indentation in multiline quoted scalar") => {
+            parse_first_document_strict(&indent_quoted_continuations(text))
+        }
+        other => other,
+    }
+}
+
+/// Indents the continuation lines of multi-line quoted scalars in block context two columns
+/// past the line that opens the scalar. Block scalars and comments are skipped.
+fn indent_quoted_continuations(text: &str) -> String {
+    let indent_of = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let mut out = String::with_capacity(text.len() + 64);
+    // Inside a quoted scalar: its quote and the indentation continuations need.
+    let mut open: Option<(char, usize)> = None;
+    // Inside a block scalar opened by a line of this indentation.
+    let mut block: Option<usize> = None;
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if let Some((quote, need)) = open {
+            let pad = need.saturating_sub(indent_of(bare));
+            if !bare.trim().is_empty() {
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+            out.push_str(line);
+            // (After the closing quote, another scalar opening on the same line is not seen: rare.)
+            open = scan_quoted(bare, 0, quote).map(|_| (quote, need));
+            continue;
+        }
+        if let Some(b) = block {
+            if bare.trim().is_empty() || indent_of(bare) > b {
+                out.push_str(line);
+                continue;
+            }
+            block = None;
+        }
+        out.push_str(line);
+        let indent = indent_of(bare);
+        let mut at_start = true;
+        let chars: Vec<(usize, char)> = bare.char_indices().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let (pos, c) = chars[i];
+            match c {
+                ' ' | '\t' => {}
+                '#' if pos == 0 || bare[..pos].ends_with([' ', '\t']) => break,
+                '"' | '\'' if at_start => match scan_quoted(bare, pos + 1, c) {
+                    Some(_) => {
+                        open = Some((c, indent + 2));
+                        break;
+                    }
+                    None => {
+                        // Closed on this line: skip to its end.
+                        let close = closing_quote(bare, pos + 1, c).unwrap_or(bare.len());
+                        i = chars.iter().position(|(p, _)| *p > close).unwrap_or(chars.len());
+                        at_start = false;
+                        continue;
+                    }
+                },
+                '|' | '>' if at_start => {
+                    block = Some(indent);
+                    break;
+                }
+                '-' | '?' | ':' if bare[pos + 1..].starts_with([' ', '\t']) || pos + 1 == bare.len() => {
+                    at_start = true;
+                }
+                '[' | '{' | ',' => at_start = true,
+                _ => at_start = false,
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Byte offset of the quote closing a scalar whose text starts at `from`.
+fn closing_quote(line: &str, from: usize, quote: char) -> Option<usize> {
+    let bytes = line.as_bytes();
+    let mut i = from;
+    while i < bytes.len() {
+        match (quote, bytes[i]) {
+            ('"', b'\\') => i += 1,
+            ('"', b'"') => return Some(i),
+            ('\'', b'\'') if bytes.get(i + 1) == Some(&b'\'') => i += 1,
+            ('\'', b'\'') => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `Some(())` when the scalar starting at `from` is still open at the end of the line.
+fn scan_quoted(line: &str, from: usize, quote: char) -> Option<()> {
+    match closing_quote(line, from, quote) {
+        Some(_) => None,
+        None => Some(()),
+    }
+}
+
+fn parse_first_document_strict(text: &str) -> Result<Option<YNode>, String> {
     let mut options = granit_parser::Options::default();
     options.set_emit_comments(false);
     options.emit_unresolved_aliases = true;
@@ -1209,6 +1313,18 @@ fn plain_tag(p: &Plain) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    /// go-yaml (libyaml) reads a double-quoted scalar continued at column 0, as
+    /// `openstack/scs`'s cluster class renders it; the value is folded as usual.
+    #[test]
+    fn quoted_scalars_continued_left_of_their_block_are_read() {
+        let text = "spec:\n  a:\n    description: \"one two\nthree 'x' # not a comment\n  four\"\n    b: 'it''s\nok'\n    c: |\n      \"open\n    d: 0755\n";
+        let v = super::yaml_to_value(text).expect("reads").to_json();
+        assert_eq!(v["spec"]["a"]["description"], "one two three 'x' # not a comment four");
+        assert_eq!(v["spec"]["a"]["b"], "it's ok");
+        assert_eq!(v["spec"]["a"]["c"], "\"open\n");
+        assert_eq!(v["spec"]["a"]["d"], 493);
+    }
+
     use super::*;
 
     fn m(pairs: &[(&str, Value)]) -> Value {

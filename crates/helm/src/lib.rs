@@ -139,7 +139,8 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
     let top = Top { release, caps: Value::Object(Rc::new(caps)) };
     let root_values = Value::from_json(&serde_json::Value::Object(coalesced));
     let mut renderables = Vec::new();
-    collect(&chart, &chart.metadata.name, true, &root_values, &top, &mut renderables);
+    let mut typed = Vec::new();
+    collect(&chart, &chart.metadata.name, true, &root_values, &top, &mut renderables, &mut typed);
 
     // Helm parses the deepest templates first, so a parent's `define`
     // replaces a subchart's of the same name.
@@ -153,7 +154,11 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         let text = String::from_utf8_lossy(&r.text);
         set.add(&r.name, &text, &funcs).map_err(|e| template_error(&label, &e))?;
     }
-    let exec = ExecOptions { missing_key: MissingKey::Zero, limits: opts.limits };
+    let exec = ExecOptions {
+        missing_key: MissingKey::Zero,
+        limits: opts.limits,
+        map_methods: Some(objects::values_methods(typed)),
+    };
     let mut env = RenderEnv::new(opts.seed, jiff::Zoned::now());
     let mut manifests = Vec::new();
     if opts.include_crds {
@@ -199,6 +204,14 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         }
         for doc in split_manifests(&out) {
             let hook = hook_of(&doc);
+            // Helm's manifest sorter drops a document whose hook annotation names an event it
+            // does not know (Helm 2's `crd-install`, a typo), with only a log line.
+            if hook
+                .as_deref()
+                .is_some_and(|h| h.split(',').any(|e| !KNOWN_HOOKS.contains(&e.trim().to_lowercase().as_str())))
+            {
+                continue;
+            }
             manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
         }
     }
@@ -218,7 +231,12 @@ fn collect(
     values: &Value,
     top: &Top,
     out: &mut Vec<Renderable>,
+    typed: &mut Vec<gotmpl::Map>,
 ) -> Value {
+    // Each chart's `.Values` is Helm's `common.Values`, a map type with methods.
+    if let Value::Map(m) = values {
+        typed.push(m.clone());
+    }
     let mut subcharts = BTreeMap::new();
     let mut data = BTreeMap::new();
     data.insert(
@@ -238,7 +256,7 @@ fn collect(
             _ => Value::empty_map(),
         };
         let sub_path = format!("{full_path}/charts/{}", dep.name());
-        let sub = collect(dep, &sub_path, false, &sub_values, top, out);
+        let sub = collect(dep, &sub_path, false, &sub_values, top, out, typed);
         subcharts.insert(dep.name().to_string(), sub);
     }
     data.insert("Subcharts".to_string(), Value::map(subcharts));
@@ -272,22 +290,19 @@ fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<HelmManifest>) {
     }
 }
 
-/// Helm's `SplitManifests`: documents separated by `---` lines, trimmed,
-/// empty ones dropped.
+/// Helm's `releaseutil.SplitManifests`: the text trimmed, split where the regular expression
+/// `(?:^|\s*\n)---\s*` matches (so `---` directly followed by a comment or text, as `{{- end -}}`
+/// produces, separates documents too), each part trimmed, empty parts dropped.
 pub fn split_manifests(text: &str) -> Vec<String> {
+    static SEP: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    // Go's `\s` is ASCII white space.
+    let sep = SEP.get_or_init(|| {
+        regex::Regex::new(r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*").unwrap_or_else(|e| unreachable!("{e}"))
+    });
     let mut docs = Vec::new();
-    let mut current = String::new();
-    for line in text.split_inclusive('\n') {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        // `---` at a line start, optionally followed by white space.
-        if bare.starts_with("---") && bare[3..].trim().is_empty() {
-            push_doc(&mut docs, &current);
-            current.clear();
-        } else {
-            current.push_str(line);
-        }
+    for part in sep.split(text.trim()) {
+        push_doc(&mut docs, part);
     }
-    push_doc(&mut docs, &current);
     docs
 }
 
@@ -297,6 +312,20 @@ fn push_doc(docs: &mut Vec<String>, text: &str) {
         docs.push(t.to_string());
     }
 }
+
+/// The hook events helm knows (`test-success` is Helm 2's name of `test`).
+const KNOWN_HOOKS: &[&str] = &[
+    "pre-install",
+    "post-install",
+    "pre-delete",
+    "post-delete",
+    "pre-upgrade",
+    "post-upgrade",
+    "pre-rollback",
+    "post-rollback",
+    "test",
+    "test-success",
+];
 
 fn hook_of(doc: &str) -> Option<String> {
     if !doc.contains("helm.sh/hook") {

@@ -441,6 +441,78 @@ impl Object for Files {
     }
 }
 
+/// The methods of Helm's `common.Values` (`AsMap`, `YAML`, `Table`, `PathValue`) on the maps in
+/// `typed` (each chart's `.Values`) and on what `Table` returns; other maps are plain
+/// `map[string]interface{}`, without methods.
+pub fn values_methods(typed: Vec<gotmpl::Map>) -> gotmpl::MapMethods {
+    let typed = std::cell::RefCell::new(typed);
+    gotmpl::MapMethods(Rc::new(move |map: &gotmpl::Map, method: &str, args: &[Value]| {
+        if !matches!(method, "AsMap" | "YAML" | "Table" | "PathValue" | "Encode") {
+            return None;
+        }
+        if !typed.borrow().iter().any(|t| Rc::ptr_eq(t, map)) {
+            return None;
+        }
+        let arg = || -> Result<String, FuncError> {
+            match args {
+                [Value::String(s)] => Ok(s.to_string()),
+                [other] => {
+                    Err(FuncError::msg(format!("wrong type for value; expected string; got {}", other.type_name())))
+                }
+                _ => Err(FuncError::msg(format!("wrong number of args for {method}: want 1 got {}", args.len()))),
+            }
+        };
+        let no_args = || {
+            if args.is_empty() {
+                Ok(())
+            } else {
+                Err(FuncError::msg(format!("wrong number of args for {method}: want 0 got {}", args.len())))
+            }
+        };
+        Some(match method {
+            "AsMap" => no_args().map(|()| Value::Map(map.clone())),
+            "YAML" => no_args().map(|()| Value::str(crate::goyaml::value_to_yaml(&Value::Map(map.clone())))),
+            "Table" => arg().and_then(|name| {
+                let t = values_table(map, &name)?;
+                typed.borrow_mut().push(t.clone());
+                Ok(Value::Map(t))
+            }),
+            "PathValue" => arg().and_then(|path| values_path_value(map, &path)),
+            _ => return None,
+        })
+    }))
+}
+
+/// `Values.Table`: the table at a dotted path, or `no table named "a.b"`.
+fn values_table(map: &gotmpl::Map, name: &str) -> Result<gotmpl::Map, FuncError> {
+    let mut table = map.clone();
+    for part in name.split('.') {
+        let next = match table.borrow().get(part) {
+            Some(Value::Map(m)) => m.clone(),
+            _ => return Err(FuncError::msg(format!("no table named {name:?}"))),
+        };
+        table = next;
+    }
+    Ok(table)
+}
+
+/// `Values.PathValue`: the value (not a table) at a dotted path.
+fn values_path_value(map: &gotmpl::Map, path: &str) -> Result<Value, FuncError> {
+    if path.is_empty() {
+        return Err(FuncError::msg("YAML path cannot be empty"));
+    }
+    let (table, key) = match path.rsplit_once('.') {
+        Some((head, key)) => {
+            (values_table(map, head).map_err(|_| FuncError::msg(format!("{key:?} is not a value")))?, key)
+        }
+        None => (map.clone(), path),
+    };
+    match table.borrow().get(key) {
+        Some(v) if !matches!(v, Value::Map(_)) => Ok(v.clone()),
+        _ => Err(FuncError::msg(format!("{key:?} is not a value"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use axum::Json;
@@ -31,7 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster_addon_name;
 use crate::api::ClusterAddon;
-use crate::controller::clusters;
+use crate::controller::runtime::clusters;
+use crate::util::lock;
 
 /// The Runtime SDK hooks API version.
 pub const HOOKS_API: &str = "hooks.runtime.cluster.x-k8s.io/v1alpha1";
@@ -213,7 +214,7 @@ struct Reloading {
 impl Reloading {
     fn get(&self) -> Arc<rustls::ServerConfig> {
         let stamp = modified(&self.dir);
-        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut current = lock(&self.current);
         if stamp.is_some() && stamp != current.0 {
             match load_tls(&self.dir) {
                 Ok(config) => {

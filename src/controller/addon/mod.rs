@@ -3,8 +3,17 @@
 //! (`clusteraddon.yaml`), with all progress in `ClusterAddon.status` so a restart resumes where
 //! it stopped. The loop is drawn in `docs/DESIGN.md` ("ClusterAddon loop").
 //!
+//! A pass gathers its inputs (the ClusterAddon, the release from the cache), decides with the
+//! pure [`decide`] (which `clusterstack plan --clusters` shares), and carries the decision out:
+//!
+//! - [`decide`]: what a pass does, from status and the release's addon version;
+//! - [`actions`]: record a release, start a run, finish it (the rest, prune), correct drift;
+//! - [`stage_runner`]: one stage as far as it goes (pre-condition, apply or delete, post-condition);
 //! - [`stages`]: `clusteraddon.yaml` and its CEL wait conditions;
-//! - [`workload`]: the cached workload clients.
+//! - [`render`]: the release located, the Cluster's objects and platform values read, addons rendered;
+//! - [`inventory`]: what was applied, by object identity;
+//! - [`workload`]: the cached workload clients; [`hooks`]: the Runtime SDK extension server;
+//! - [`error`]: the failure kinds, each a metric label.
 //!
 //! The lifecycle is followed by watching the Cluster (the fallback without the Runtime SDK): a
 //! Cluster whose control plane is initialised gets the `AfterControlPlaneInitialized` stages; a
@@ -13,42 +22,45 @@
 //! version, and what the new version no longer renders is pruned from the inventory. Watching
 //! cannot hold an upgrade: CAPI may roll the control plane while the stages run.
 
+pub mod actions;
 pub mod cel_budget;
+pub mod decide;
+pub mod error;
 pub mod hooks;
+pub mod render;
+pub mod stage_runner;
 pub mod stages;
 pub mod workload;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
-use serde_json::{Value, json};
 
-use crate::api::conditions::{self, FALSE, READY, TRUE};
-use crate::api::{
-    AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, ObjectRef, ResourceStatus, StageStatus,
-};
-use crate::apply::{ApplyOptions, ObjectKey, ReleaseOwner};
-use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
-use crate::source::cache::FetchedRelease;
-use crate::source::{FetchPolicy, ListedRelease, ReleaseSource};
+use crate::api::{ClusterAddon, ClusterAddonSpec, ObjectRef};
+use crate::apply::ReleaseOwner;
 
-use super::backoff::Backoff;
-use super::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
-use super::context::Context;
-use super::{ReconcileError, status_patch};
-use stages::{Action as StageAction, ClusterAddonConfig, Stage, WaitOutcome};
-use workload::{Workload, WorkloadClients};
+use crate::controller::runtime::backoff::Backoff;
+use crate::controller::runtime::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
+use crate::controller::runtime::context::Context;
+use crate::util::lock;
+
+pub use decide::Decision;
+pub use error::Error;
+pub use render::read_cluster_objects;
+use render::{cluster_objects, locate_release, platform_values, render_release};
+use stage_runner::{Pass, run_stages, unreachable_workload};
+use workload::WorkloadClients;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusteraddon";
 /// The default deadline of a stage's wait condition.
-pub const DEFAULT_WAIT_DEADLINE: Duration = Duration::from_secs(600);
+pub const DEFAULT_WAIT_DEADLINE: Duration = crate::controller::runtime::context::DEFAULT_ADDON_WAIT_DEADLINE;
 /// How often a waiting stage looks again.
 const WAIT_POLL: Duration = Duration::from_secs(5);
 
@@ -73,6 +85,9 @@ pub mod reason {
     pub const ADDONS_APPLIED: &str = "AddonsApplied";
     pub const ADDON_VERSION_UNCHANGED: &str = "AddonVersionUnchanged";
 }
+
+/// `Ready` reasons of a ClusterAddon that mean kstatus `Stalled`.
+pub const ADDON_STALLED_REASONS: &[&str] = &[reason::STAGE_FAILED, reason::RENDER_FAILED];
 
 /// Settings of the ClusterAddon controller.
 #[derive(Debug, Clone)]
@@ -116,12 +131,12 @@ impl AddonContext {
         }
     }
 
-    fn synced_at(&self, key: &ClusterKey) -> Option<Timestamp> {
-        self.synced.lock().unwrap_or_else(PoisonError::into_inner).get(key).copied()
+    pub(super) fn synced_at(&self, key: &ClusterKey) -> Option<Timestamp> {
+        lock(&self.synced).get(key).copied()
     }
 
-    fn set_synced(&self, key: &ClusterKey, at: Option<Timestamp>) {
-        let mut m = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(super) fn set_synced(&self, key: &ClusterKey, at: Option<Timestamp>) {
+        let mut m = lock(&self.synced);
         match at {
             Some(t) => m.insert(key.clone(), t),
             None => m.remove(key),
@@ -141,8 +156,13 @@ pub fn addon_owner(cluster: &ClusterKey) -> ReleaseOwner {
 }
 
 /// One reconcile pass over a Cluster.
-pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
+    if cluster.metadata.deletion_timestamp.is_some() || class_usage(&cluster).is_none() {
+        // No stage of a deleted (or unmanaged) Cluster can be stuck: keep no alerting series.
+        let ns = cluster.metadata.namespace.as_deref().unwrap_or_default();
+        actx.ctx.metrics.addon_stage(ns, &cluster.name_any(), None);
+    }
     let Some(usage) = class_usage(&cluster) else { return Ok(Action::await_change()) };
     let key = usage.cluster.to_string();
     let result = reconcile_cluster(&cluster, &usage, &actx).await;
@@ -154,9 +174,9 @@ pub async fn reconcile(cluster: Arc<CapiCluster>, actx: Arc<AddonContext>) -> Re
 }
 
 /// The error policy: back off per Cluster.
-pub fn error_policy(cluster: Arc<CapiCluster>, error: &ReconcileError, actx: Arc<AddonContext>) -> Action {
+pub fn error_policy(cluster: Arc<CapiCluster>, error: &Error, actx: Arc<AddonContext>) -> Action {
     let key = cluster.key().to_string();
-    actx.ctx.metrics.failed(CONTROLLER, error.reason());
+    actx.ctx.metrics.failed(CONTROLLER, error.metric_label());
     let delay = actx.backoff.failure(&key);
     tracing::warn!(cluster = %key, error = %error, retry_in = ?delay, "ClusterAddon reconcile failed");
     Action::requeue(delay)
@@ -200,49 +220,13 @@ pub async fn ensure_cluster_addon(client: &kube::Client, cluster: &CapiCluster) 
     }
 }
 
-/// What one pass decided; the status is written once at the end of each step.
-struct Pass<'a> {
-    actx: &'a AddonContext,
-    usage: &'a ClassUsage,
-    addon: ClusterAddon,
-    status: ClusterAddonStatus,
-    now: Time,
-}
-
-impl Pass<'_> {
-    fn condition(&mut self, ok: bool, reason: &str, message: impl Into<String>) {
-        let generation = self.addon.metadata.generation;
-        let c = conditions::condition(READY, if ok { TRUE } else { FALSE }, reason, message, generation);
-        conditions::set_condition(&mut self.status.conditions, c, &self.now);
-        self.status.ready = ok;
-    }
-
-    /// Writes the status when it changed.
-    async fn save(&mut self) -> Result<(), ReconcileError> {
-        let old = self.addon.status.clone();
-        if old.as_ref() == Some(&self.status) {
-            return Ok(());
-        }
-        let api: Api<ClusterAddon> = Api::namespaced(self.actx.ctx.client.clone(), &self.usage.cluster.namespace);
-        let patch = status_patch(old.as_ref(), &self.status)?;
-        let updated = api.patch_status(&self.addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        self.addon = updated;
-        self.addon.status = Some(self.status.clone());
-        Ok(())
-    }
-}
-
-async fn reconcile_cluster(
-    cluster: &CapiCluster,
-    usage: &ClassUsage,
-    actx: &AddonContext,
-) -> Result<Action, ReconcileError> {
+async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &AddonContext) -> Result<Action, Error> {
     let ctx = &actx.ctx;
     let addon = ensure_cluster_addon(&ctx.client, cluster).await?;
     let status = addon.status.clone().unwrap_or_default();
     let mut pass = Pass { actx, usage, addon, status, now: Time(Timestamp::now()) };
 
-    if !cluster.status.control_plane_initialized && pass.status.release.is_none() {
+    if decide::waits_for_control_plane(cluster.status.control_plane_initialized, Some(&pass.status)) {
         pass.condition(false, reason::WAITING_FOR_CONTROL_PLANE, "the control plane is not initialised yet");
         pass.save().await?;
         // The Cluster's own watch brings the change of its status; polling thousands of
@@ -259,35 +243,29 @@ async fn reconcile_cluster(
             return Ok(Action::requeue(Duration::from_secs(15)));
         }
     };
-    let metadata = release.metadata().map_err(|e| ReconcileError::Config(format!("release {tag}: {e}")))?;
+    let metadata = release.metadata().map_err(|e| Error::Config(format!("release {tag}: {e}")))?;
     let addon_version = metadata.versions.components.cluster_addon.dotted();
 
-    // Start a hook when the Cluster names another release than the one applied.
-    let in_place = pass.status.release.as_deref() == Some(tag.as_str());
-    let working = pass.status.target_release.as_deref() == Some(tag.as_str());
-    if !in_place && !working {
-        if pass.status.release.is_some() && pass.status.addon_version.as_deref() == Some(addon_version.as_str()) {
-            // Only the stack version changed: the addons are the same, nothing is sent.
-            pass.status.release = Some(tag.clone());
-            pass.status.target_release = None;
-            pass.condition(
-                true,
-                reason::ADDON_VERSION_UNCHANGED,
-                format!("release {tag} has the addon version {addon_version} already applied"),
-            );
-            pass.save().await?;
+    let due = decide::drift_due(actx.synced_at(&usage.cluster), Timestamp::now(), actx.settings.resync_interval);
+    let decision = decide::decide(&tag, Some(&pass.status), Some(&addon_version), due);
+    // `None`: stages run; `Some(due)`: in place, drift correction due or not.
+    let in_place = match decision {
+        Decision::SameAddonVersion { .. } => {
+            actions::record_release(&mut pass, &tag, &addon_version).await?;
             return Ok(Action::requeue(actx.settings.resync_interval));
         }
-        let hooks: &[&str] = if pass.status.release.is_none() {
-            &[stages::AFTER_CONTROL_PLANE_INITIALIZED]
-        } else {
-            &[stages::BEFORE_CLUSTER_UPGRADE, stages::AFTER_CLUSTER_UPGRADE]
-        };
-        pass.status.target_release = Some(tag.clone());
-        pass.status.current_hook = Some(hooks.join(","));
-        pass.status.stages = Vec::new();
-        actx.set_synced(&usage.cluster, None);
-    }
+        // The controller always knows the addon version: this is the plan's case only.
+        Decision::UnknownAddonVersion { .. } => {
+            return Err(Error::Config(format!("release {tag}: its addon version is unknown")));
+        }
+        Decision::InPlace { drift_due } => Some(drift_due),
+        Decision::FirstInstall | Decision::Upgrade { .. } | Decision::ContinueStages { .. } => {
+            if let Some(hooks) = decision.hooks() {
+                actions::start_run(&mut pass, &tag, hooks);
+            }
+            None
+        }
+    };
 
     // Render (CPU-bound, off the async workers); a broken template fails this Cluster only.
     // Templates see the whole Cluster: read now (the store keeps only the fields decided on).
@@ -300,7 +278,7 @@ async fn reconcile_cluster(
         Err(message) => {
             pass.condition(false, reason::RENDER_FAILED, message.clone());
             pass.save().await?;
-            return Err(ReconcileError::Config(message));
+            return Err(Error::Config(message));
         }
     };
     let rendered = match render_release(&release, &usage.class, &usage.cluster.namespace, objects, values).await {
@@ -308,7 +286,7 @@ async fn reconcile_cluster(
         Err(message) => {
             pass.condition(false, reason::RENDER_FAILED, message.clone());
             pass.save().await?;
-            return Err(ReconcileError::Config(message));
+            return Err(Error::Render(message));
         }
     };
 
@@ -317,486 +295,21 @@ async fn reconcile_cluster(
         Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
     };
 
-    if pass.status.target_release.is_some() {
-        let hook_list = pass.status.current_hook.clone().unwrap_or_default();
-        let planned: Vec<Stage> = hook_list.split(',').flat_map(|h| rendered.stages(h)).collect();
-        if pass.status.stages.is_empty() {
-            pass.status.stages = planned
-                .iter()
-                .map(|s| StageStatus {
-                    name: s.name.clone(),
-                    action: Some(s.action.as_str().into()),
-                    phase: Some(phase::PENDING.into()),
-                    started_at: None,
-                    message: None,
-                })
-                .collect();
-            pass.save().await?;
+    if let Some(due) = in_place {
+        if due {
+            actions::correct_drift(&mut pass, &workload, &rendered, &tag, &addon_version).await?;
         }
-        for (i, stage) in planned.iter().enumerate() {
-            match run_stage(&mut pass, &workload, &rendered, i, stage).await? {
-                StageStep::Done => continue,
-                StageStep::Wait(after) => return Ok(Action::requeue(after)),
-            }
-        }
-        // The stages are done: apply what they did not, prune what the new version dropped.
-        let deleted: BTreeSet<&str> =
-            planned.iter().filter(|s| s.action == StageAction::Delete).map(|s| s.name.as_str()).collect();
-        let staged: BTreeSet<&str> = planned.iter().map(|s| s.name.as_str()).collect();
-        let rest: Vec<DynamicObject> = rendered
-            .charts
-            .iter()
-            .filter(|c| !staged.contains(c.name.as_str()))
-            .flat_map(|c| c.objects.iter().cloned())
-            .collect();
-        let wanted = rendered.keys_except(&deleted);
-        let stale: Vec<ResourceStatus> =
-            pass.status.resources.iter().filter(|r| !wanted.contains(&identity(r))).cloned().collect();
-        let opts = ApplyOptions { allow_empty_prune: true, ..ApplyOptions::new(addon_owner(&usage.cluster)) }
-            .with_previous(stale.clone());
-        let report = match workload.applier.apply(&rest, &opts).await {
-            Ok(r) => r,
-            Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
-        };
-        let stale_ids: BTreeSet<_> = stale.iter().map(identity).collect();
-        pass.status.resources.retain(|r| !stale_ids.contains(&identity(r)));
-        merge_inventory(&mut pass.status.resources, &report.inventory);
-        if !report.all_synced() {
-            let first =
-                report.failures().next().map(|f| format!("{} {}: {}", f.kind, f.name, f.error)).unwrap_or_default();
-            pass.condition(
-                false,
-                reason::APPLY_FAILED,
-                format!("{} objects not applied; first: {first}", report.failed),
-            );
-            pass.save().await?;
-            return Err(ReconcileError::Config(format!(
-                "{} objects not applied into the workload cluster",
-                report.failed
-            )));
-        }
-        pass.status.release = Some(tag.clone());
-        pass.status.addon_version = Some(addon_version.clone());
-        pass.status.target_release = None;
-        pass.condition(
-            true,
-            reason::ADDONS_APPLIED,
-            format!("the addons of {tag} (addon version {addon_version}) are applied"),
-        );
-        pass.save().await?;
-        actx.set_synced(&usage.cluster, Some(Timestamp::now()));
         return Ok(Action::requeue(actx.settings.resync_interval));
     }
-
-    // In place: correct drift once per resync interval.
-    let due = actx
-        .synced_at(&usage.cluster)
-        .is_none_or(|t| Timestamp::now().duration_since(t).unsigned_abs() >= actx.settings.resync_interval);
-    if due {
-        let all: Vec<DynamicObject> = rendered.charts.iter().flat_map(|c| c.objects.iter().cloned()).collect();
-        let opts = ApplyOptions::new(addon_owner(&usage.cluster));
-        let report = match workload.applier.apply(&all, &opts).await {
-            Ok(r) => r,
-            Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
-        };
-        merge_inventory(&mut pass.status.resources, &report.inventory);
-        if !report.all_synced() {
-            pass.condition(false, reason::APPLY_FAILED, format!("{} objects not applied", report.failed));
-            pass.save().await?;
-            return Err(ReconcileError::Config(format!(
-                "{} objects not applied into the workload cluster",
-                report.failed
-            )));
-        }
-        if !report.corrected.is_empty() || !report.created.is_empty() {
-            tracing::info!(cluster = %usage.cluster, corrected = report.corrected.len() + report.created.len(), "addon drift corrected");
-        }
-        pass.condition(
-            true,
-            reason::ADDONS_APPLIED,
-            format!("the addons of {tag} (addon version {addon_version}) are applied"),
-        );
-        pass.save().await?;
-        actx.set_synced(&usage.cluster, Some(Timestamp::now()));
+    let planned = actions::planned_stages(&pass, &rendered);
+    if pass.status.stages.is_empty() {
+        actions::record_stages(&mut pass, &planned).await?;
     }
+    if let Some(after) = run_stages(&mut pass, &workload, &rendered, &planned).await? {
+        return Ok(Action::requeue(after));
+    }
+    actions::finish_run(&mut pass, &workload, &rendered, &planned, &tag, &addon_version).await?;
     Ok(Action::requeue(actx.settings.resync_interval))
-}
-
-async fn unreachable_workload(pass: &mut Pass<'_>, message: String) -> Result<Action, ReconcileError> {
-    pass.actx.workloads.forget(&pass.usage.cluster);
-    pass.condition(false, reason::WORKLOAD_UNREACHABLE, message.clone());
-    pass.save().await?;
-    Err(ReconcileError::Config(format!("workload cluster {}: {message}", pass.usage.cluster)))
-}
-
-enum StageStep {
-    Done,
-    Wait(Duration),
-}
-
-/// Runs stage `i` as far as it goes: pre-condition, apply or delete, post-condition.
-async fn run_stage(
-    pass: &mut Pass<'_>,
-    workload: &Workload,
-    rendered: &RenderedRelease,
-    i: usize,
-    stage: &Stage,
-) -> Result<StageStep, ReconcileError> {
-    let current = pass.status.stages.get(i).and_then(|s| s.phase.clone()).unwrap_or_default();
-    match current.as_str() {
-        phase::DONE => return Ok(StageStep::Done),
-        phase::FAILED => return Ok(StageStep::Wait(Duration::from_secs(300))),
-        _ => {}
-    }
-    let hook = pass.status.current_hook.clone().unwrap_or_default();
-    if current != phase::WAITING_POST {
-        if let Some(wait) = &stage.wait_for_pre_condition
-            && let Some(step) =
-                wait_for(pass, workload, i, wait, phase::WAITING_PRE, "waitForPreCondition", &hook).await?
-        {
-            return Ok(step);
-        }
-        let objects =
-            rendered.charts.iter().find(|c| c.name == stage.name).map(|c| c.objects.clone()).unwrap_or_default();
-        let owner = addon_owner(&pass.usage.cluster);
-        match stage.action {
-            StageAction::Apply => {
-                let report = match workload.applier.apply(&objects, &ApplyOptions::new(owner)).await {
-                    Ok(r) => r,
-                    Err(e) => return unreachable_workload(pass, e.to_string()).await.map(|_| StageStep::Done),
-                };
-                merge_inventory(&mut pass.status.resources, &report.inventory);
-                if !report.all_synced() {
-                    let first = report
-                        .failures()
-                        .next()
-                        .map(|f| format!("{} {}: {}", f.kind, f.name, f.error))
-                        .unwrap_or_default();
-                    pass.condition(false, reason::APPLY_FAILED, format!("stage {} ({hook}): {first}", stage.name));
-                    pass.save().await?;
-                    return Err(ReconcileError::Config(format!("stage {}: objects not applied", stage.name)));
-                }
-            }
-            StageAction::Delete => {
-                let ids: BTreeSet<_> = objects.iter().map(object_identity).collect();
-                let targets: Vec<ResourceStatus> =
-                    pass.status.resources.iter().filter(|r| ids.contains(&identity(r))).cloned().collect();
-                let report = workload.applier.delete_all(&targets, &owner).await;
-                if !report.is_complete() {
-                    let (k, e) = &report.failed[0];
-                    pass.condition(
-                        false,
-                        reason::APPLY_FAILED,
-                        format!("stage {} ({hook}): deleting {k}: {e}", stage.name),
-                    );
-                    pass.save().await?;
-                    return Err(ReconcileError::Config(format!("stage {}: objects not deleted", stage.name)));
-                }
-                pass.status.resources.retain(|r| !ids.contains(&identity(r)));
-            }
-        }
-        set_phase(pass, i, phase::WAITING_POST, None, None);
-    }
-    if let Some(wait) = &stage.wait_for_post_condition
-        && let Some(step) =
-            wait_for(pass, workload, i, wait, phase::WAITING_POST, "waitForPostCondition", &hook).await?
-    {
-        return Ok(step);
-    }
-    set_phase(pass, i, phase::DONE, None, None);
-    pass.save().await?;
-    Ok(StageStep::Done)
-}
-
-fn set_phase(pass: &mut Pass<'_>, i: usize, phase_name: &str, started_at: Option<Time>, message: Option<String>) {
-    if let Some(s) = pass.status.stages.get_mut(i) {
-        s.phase = Some(phase_name.into());
-        s.started_at = started_at;
-        s.message = message;
-    }
-}
-
-/// Evaluates a wait; `None` when it is met, else the step (wait again, or failed after the deadline).
-async fn wait_for(
-    pass: &mut Pass<'_>,
-    workload: &Workload,
-    i: usize,
-    wait: &stages::WaitCondition,
-    waiting_phase: &str,
-    what: &str,
-    hook: &str,
-) -> Result<Option<StageStep>, ReconcileError> {
-    let objects = read_keyed(workload, wait).await;
-    let message = match stages::evaluate(wait, &objects) {
-        WaitOutcome::Met => return Ok(None),
-        WaitOutcome::NotMet(m) => m,
-    };
-    let stage_name = pass.status.stages.get(i).map(|s| s.name.clone()).unwrap_or_default();
-    let started = pass
-        .status
-        .stages
-        .get(i)
-        .filter(|s| s.phase.as_deref() == Some(waiting_phase))
-        .and_then(|s| s.started_at.clone())
-        .unwrap_or_else(|| pass.now.clone());
-    let waited = pass.now.0.duration_since(started.0).unsigned_abs();
-    if waited >= pass.actx.settings.wait_deadline {
-        let text = format!(
-            "stage {stage_name} ({hook}): {what} not met after {}: {message}",
-            humantime::format_duration(pass.actx.settings.wait_deadline)
-        );
-        set_phase(pass, i, phase::FAILED, Some(started), Some(text.clone()));
-        pass.condition(false, reason::STAGE_FAILED, text);
-        pass.save().await?;
-        return Ok(Some(StageStep::Wait(Duration::from_secs(300))));
-    }
-    set_phase(pass, i, waiting_phase, Some(started), Some(message.clone()));
-    pass.condition(false, reason::STAGE_RUNNING, format!("stage {stage_name} ({hook}): {what}: {message}"));
-    pass.save().await?;
-    let left = pass.actx.settings.wait_deadline.saturating_sub(waited);
-    Ok(Some(StageStep::Wait(WAIT_POLL.min(left.max(Duration::from_millis(100))))))
-}
-
-/// Reads the keyed objects of a wait from the workload cluster (missing or unreadable: absent).
-async fn read_keyed(workload: &Workload, wait: &stages::WaitCondition) -> BTreeMap<String, Value> {
-    let mut out = BTreeMap::new();
-    for k in &wait.objects {
-        let (group, version) = match k.api_version.rsplit_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", k.api_version.as_str()),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, &k.kind);
-        let Ok(Some(resolved)) = workload.applier.discovery().resolve(&gvk).await else { continue };
-        let api: Api<DynamicObject> = match (&k.namespace, resolved.namespaced) {
-            (Some(ns), true) => Api::namespaced_with(workload.client.clone(), ns, &resolved.resource),
-            (None, true) => Api::namespaced_with(workload.client.clone(), "default", &resolved.resource),
-            _ => Api::all_with(workload.client.clone(), &resolved.resource),
-        };
-        if let Ok(Some(obj)) = api.get_opt(&k.name).await
-            && let Ok(v) = serde_json::to_value(&obj)
-        {
-            out.insert(k.key.clone(), v);
-        }
-    }
-    out
-}
-
-/// Replaces inventory entries by identity, adding new ones.
-fn merge_inventory(inventory: &mut Vec<ResourceStatus>, new: &[ResourceStatus]) {
-    for entry in new {
-        match inventory.iter_mut().find(|r| identity(r) == identity(entry)) {
-            Some(existing) => *existing = entry.clone(),
-            None => inventory.push(entry.clone()),
-        }
-    }
-}
-
-type Identity = (String, String, String, String);
-
-fn identity(r: &ResourceStatus) -> Identity {
-    (r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone())
-}
-
-fn object_identity(o: &DynamicObject) -> Identity {
-    let (group, kind) = match &o.types {
-        Some(t) => (t.api_version.rsplit_once('/').map(|(g, _)| g.to_string()).unwrap_or_default(), t.kind.clone()),
-        None => Default::default(),
-    };
-    (group, kind, o.namespace().unwrap_or_default(), o.name_any())
-}
-
-/// A release's addons rendered for one Cluster, with its stages.
-pub struct RenderedRelease {
-    pub charts: Vec<RenderedChart>,
-    pub config: Option<ClusterAddonConfig>,
-}
-
-impl RenderedRelease {
-    /// The stages of `hook`: from `clusteraddon.yaml`, or every addon when the bundle has none
-    /// (for the first hook; an upgrade without the file applies everything after its stages).
-    pub fn stages(&self, hook: &str) -> Vec<Stage> {
-        match &self.config {
-            Some(c) => c.stages(hook).to_vec(),
-            None if hook == stages::AFTER_CONTROL_PLANE_INITIALIZED || hook == stages::BEFORE_CLUSTER_UPGRADE => {
-                stages::all_addons(&self.charts.iter().map(|c| c.name.clone()).collect::<Vec<_>>())
-            }
-            None => Vec::new(),
-        }
-    }
-
-    /// The identities of every object rendered, except those of `excluded` addons.
-    fn keys_except(&self, excluded: &BTreeSet<&str>) -> BTreeSet<Identity> {
-        self.charts
-            .iter()
-            .filter(|c| !excluded.contains(c.name.as_str()))
-            .flat_map(|c| c.objects.iter().map(object_identity))
-            .collect()
-    }
-
-    /// The object keys of one addon, for display.
-    pub fn object_keys(&self, addon: &str) -> Vec<String> {
-        self.charts
-            .iter()
-            .filter(|c| c.name == addon)
-            .flat_map(|c| {
-                c.objects.iter().map(|o| {
-                    let (g, k, ns, n) = object_identity(o);
-                    let key = ObjectKey { group: g, version: String::new(), kind: k, namespace: ns, name: n };
-                    format!(
-                        "{} {}",
-                        key.kind,
-                        if key.namespace.is_empty() { key.name } else { format!("{}/{}", key.namespace, key.name) }
-                    )
-                })
-            })
-            .collect()
-    }
-}
-
-/// Renders the addons of `release` for a Cluster, with platform values per addon; reads
-/// `clusteraddon.yaml` when the release has it.
-pub async fn render_release(
-    release: &FetchedRelease,
-    class: &crate::release::ReleaseId,
-    namespace: &str,
-    objects: ClusterObjects,
-    values: BTreeMap<String, Value>,
-) -> Result<RenderedRelease, String> {
-    let Some(bundle) = release.cluster_addon_dir() else {
-        return Ok(RenderedRelease { charts: Vec::new(), config: None });
-    };
-    let config_path = release.asset_path(stages::CLUSTER_ADDON_FILE).filter(|p| p.exists());
-    let mut ctx = RenderContext::new(class, namespace).with_cluster(objects).with_addon_values(values);
-    // Helm addon charts see the release's Kubernetes version, as `--kube-version` gives it.
-    if let Ok(metadata) = release.metadata() {
-        ctx = ctx.with_kube_version(metadata.versions.kubernetes.to_string());
-    }
-    tokio::task::spawn_blocking(move || render_bundle(&bundle, config_path.as_deref(), &ctx))
-        .await
-        .map_err(|e| format!("render task failed: {e}"))?
-}
-
-/// The pure part of [`render_release`], also used by `clusterstack render --addons`.
-pub fn render_bundle(
-    bundle: &std::path::Path,
-    config_path: Option<&std::path::Path>,
-    ctx: &RenderContext,
-) -> Result<RenderedRelease, String> {
-    let charts = crate::render::render_addons(bundle, ctx).map_err(|e| e.to_string())?;
-    let config = match config_path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            let names: Vec<String> = charts.iter().map(|c| c.name.clone()).collect();
-            Some(ClusterAddonConfig::parse(&text, &names).map_err(|e| e.to_string())?)
-        }
-        None => None,
-    };
-    Ok(RenderedRelease { charts, config })
-}
-
-/// The Cluster, its control plane and its infrastructure cluster, as templates see them; `None`
-/// when the Cluster is gone.
-async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<ClusterObjects>, ReconcileError> {
-    let ns = cluster.namespace().unwrap_or_default();
-    let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
-    let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
-    let mut out = ClusterObjects { cluster: serde_json::to_value(full)?, ..Default::default() };
-    for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
-        let r = &out.cluster["spec"][field];
-        let (Some(kind), Some(name)) = (r["kind"].as_str(), r["name"].as_str()) else { continue };
-        // v1beta1 refs carry apiVersion; v1beta2 refs carry apiGroup only.
-        let gvk = match (r["apiVersion"].as_str(), r["apiGroup"].as_str()) {
-            (Some(av), _) => match av.rsplit_once('/') {
-                Some((g, v)) => Some(GroupVersionKind::gvk(g, v, kind)),
-                None => Some(GroupVersionKind::gvk("", av, kind)),
-            },
-            (None, Some(group)) => preferred(ctx, group, kind).await,
-            _ => None,
-        };
-        let Some(gvk) = gvk else { continue };
-        let Ok(Some(resolved)) = ctx.applier.discovery().resolve(&gvk).await else { continue };
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resolved.resource);
-        if let Some(obj) = api.get_opt(name).await? {
-            *slot = serde_json::to_value(obj)?;
-        }
-    }
-    Ok(Some(out))
-}
-
-async fn preferred(ctx: &Context, group: &str, kind: &str) -> Option<GroupVersionKind> {
-    for version in ["v1beta2", "v1beta1"] {
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        if let Ok(Some(_)) = ctx.applier.discovery().resolve(&gvk).await {
-            return Some(gvk);
-        }
-    }
-    None
-}
-
-/// The platform-team values of a ClusterAddon's `spec.valuesFrom`, per addon.
-async fn platform_values(
-    ctx: &Context,
-    addon: &ClusterAddon,
-    namespace: &str,
-) -> Result<BTreeMap<String, Value>, String> {
-    let mut out = BTreeMap::new();
-    for r in &addon.spec.values_from {
-        let value = read_values_ref(&ctx.client, namespace, r).await?;
-        merge_values(out.entry(r.addon.clone()).or_insert_with(|| json!({})), value);
-    }
-    Ok(out)
-}
-
-/// Reads one values reference: the YAML mapping under its key.
-pub async fn read_values_ref(client: &kube::Client, namespace: &str, r: &AddonValuesRef) -> Result<Value, String> {
-    let key = r.key.clone().unwrap_or_else(|| "values.yaml".into());
-    let what = format!("{} {namespace}/{} key {key:?} (valuesFrom of addon {})", r.kind, r.name, r.addon);
-    let text = match r.kind.as_str() {
-        "ConfigMap" => {
-            let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), namespace);
-            let cm = api.get_opt(&r.name).await.map_err(|e| format!("cannot read {what}: {e}"))?;
-            cm.and_then(|c| c.data).and_then(|d| d.get(&key).cloned())
-        }
-        "Secret" => {
-            let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), namespace);
-            let s = api.get_opt(&r.name).await.map_err(|e| format!("cannot read {what}: {e}"))?;
-            s.and_then(|s| s.data).and_then(|d| d.get(&key).and_then(|b| String::from_utf8(b.0.clone()).ok()))
-        }
-        other => return Err(format!("{what}: kind must be ConfigMap or Secret, not {other:?}")),
-    }
-    .ok_or_else(|| format!("{what} does not exist"))?;
-    parse_values_text(&text).map_err(|e| format!("{what}: {e}"))
-}
-
-/// Parses platform values: one YAML mapping (empty is `{}`).
-pub fn parse_values_text(text: &str) -> Result<Value, String> {
-    let v: Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
-    match v {
-        Value::Null => Ok(json!({})),
-        v @ Value::Object(_) => Ok(v),
-        _ => Err("values must be a mapping".into()),
-    }
-}
-
-/// The release `tag` of the ClusterClass in `namespace`, from the cache (downloaded by the
-/// ClusterStackRelease controller; fetched here only when the cache lacks it).
-async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<FetchedRelease, String> {
-    let releases: Api<crate::api::ClusterStackRelease> = Api::namespaced(ctx.client.clone(), namespace);
-    let csr = releases.get_opt(tag).await.map_err(|e| e.to_string())?;
-    let source = match &csr {
-        Some(r) => super::release::release_source(r, ctx).await.map_err(|e| e.to_string())?.0,
-        None => ctx.open(&ctx.settings.default_source).map_err(|e| e.to_string())?,
-    };
-    let id = crate::release::ReleaseId::from_tag(tag).map_err(|e| e.to_string())?;
-    let dir = ctx.cache.release_dir(&source.cache_key(), tag);
-    let listed = if dir.exists() {
-        ListedRelease { id, tag: tag.to_string(), prerelease: false, assets: Vec::new() }
-    } else {
-        let listing = ctx.list(&source, Duration::from_secs(60)).await;
-        let releases = listing.result.map_err(|e| format!("{e:?}"))?;
-        releases.iter().find(|r| r.tag == tag).cloned().ok_or_else(|| "not found in its source".to_string())?
-    };
-    ctx.cache.fetch(&source, &listed, FetchPolicy::default()).await.map_err(|e| e.to_string())
 }
 
 /// Runs the ClusterAddon controller until `shutdown` resolves: watches the Clusters (the served
@@ -804,7 +317,7 @@ async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<Fet
 /// trigger passes.
 pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
     use futures::StreamExt;
-    let Some(version) = super::watch::served_cluster_version(&actx.ctx).await else {
+    let Some(version) = crate::controller::runtime::watch::served_cluster_version(&actx.ctx).await else {
         tracing::info!("no Cluster API served: the ClusterAddon controller is idle");
         return;
     };
@@ -818,7 +331,7 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
         kube::runtime::WatchStreamExt::modify(
             kube::runtime::watcher(clusters, kube::runtime::watcher::Config::default()),
             move |c: &mut CapiCluster| {
-                super::watch::slim(c);
+                crate::controller::runtime::watch::slim(c);
                 // The version watched, whatever an item says (list items may omit `apiVersion`).
                 c.version = version;
             },
@@ -836,66 +349,5 @@ impl ClusterAddon {
     /// The key of the Cluster this object tracks.
     pub fn cluster_key(&self) -> Option<ClusterKey> {
         Some(ClusterKey { namespace: self.namespace()?, name: self.spec.cluster_ref.name.clone()? })
-    }
-}
-
-/// Whether a Cluster's addons would be (re-)applied, and why: the decision of a pass, for
-/// `clusterstack plan --clusters`. `target_addon_version` is the addon version of the Cluster's
-/// class (`None` when unknown, i.e. the release was not fetched).
-pub fn addon_decision(
-    class_tag: &str,
-    status: Option<&ClusterAddonStatus>,
-    target_addon_version: Option<&str>,
-) -> (bool, String) {
-    let applied = status.and_then(|s| s.release.as_deref());
-    let applied_version = status.and_then(|s| s.addon_version.as_deref());
-    match (applied, status.and_then(|s| s.target_release.as_deref())) {
-        (_, Some(t)) if t == class_tag => (true, format!("the stages towards {t} are running")),
-        (None, _) => (
-            true,
-            "first install: the AfterControlPlaneInitialized stages, once the control plane is initialised".into(),
-        ),
-        (Some(r), _) if r == class_tag => (false, format!("{r} is applied; only drift correction")),
-        (Some(r), _) => match (applied_version, target_addon_version) {
-            (Some(a), Some(t)) if a == t => {
-                (false, format!("{r} -> {class_tag} keeps addon version {t}: nothing is sent"))
-            }
-            (Some(a), Some(t)) => (
-                true,
-                format!(
-                    "{r} -> {class_tag} changes the addon version {a} -> {t}: BeforeClusterUpgrade, AfterClusterUpgrade, the rest, prune"
-                ),
-            ),
-            (a, None) => (
-                true,
-                format!(
-                    "{r} -> {class_tag}: unless its addon version is {} (pass --render to fetch the release and know)",
-                    a.unwrap_or("unknown")
-                ),
-            ),
-            (None, Some(t)) => {
-                (true, format!("{r} -> {class_tag}: addon version {t}; the applied one is not recorded"))
-            }
-        },
-    }
-}
-
-#[cfg(test)]
-mod decision_tests {
-    use super::*;
-
-    fn status(release: &str, version: &str) -> ClusterAddonStatus {
-        ClusterAddonStatus { release: Some(release.into()), addon_version: Some(version.into()), ..Default::default() }
-    }
-
-    #[test]
-    fn the_decision_follows_the_addon_version_not_the_stack_version() {
-        assert!(addon_decision("s-v1", None, None).0);
-        assert!(!addon_decision("s-v2", Some(&status("s-v2", "v2")), Some("v2")).0);
-        let (again, why) = addon_decision("s-v3", Some(&status("s-v2", "v2")), Some("v2"));
-        assert!(!again, "{why}");
-        let (again, why) = addon_decision("s-v2", Some(&status("s-v1", "v1")), Some("v2"));
-        assert!(again && why.contains("v1 -> v2"), "{why}");
-        assert!(addon_decision("s-v2", Some(&status("s-v1", "v1")), None).1.contains("--render"));
     }
 }

@@ -3,7 +3,7 @@
 //! certificate or a moved endpoint) and when the Cluster goes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -11,7 +11,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::apply::Applier;
-use crate::controller::clusters::ClusterKey;
+use crate::controller::runtime::clusters::ClusterKey;
+use crate::util::lock;
 
 /// The field manager of every apply into a workload cluster.
 pub const ADDON_FIELD_MANAGER: &str = "clusterstack-addons";
@@ -62,7 +63,7 @@ impl WorkloadClients {
 
     /// How many clients are cached.
     pub fn len(&self) -> usize {
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner).len()
+        lock(&self.clients).len()
     }
 
     /// Whether no client is cached.
@@ -72,7 +73,7 @@ impl WorkloadClients {
 
     /// Drops the client of a Cluster (it went, or its API server stopped answering).
     pub fn forget(&self, cluster: &ClusterKey) {
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner).remove(cluster);
+        lock(&self.clients).remove(cluster);
     }
 
     /// The client of `cluster`: cached while the Secret's `resourceVersion` is the same, built
@@ -87,7 +88,7 @@ impl WorkloadClients {
             .map_err(|source| WorkloadError::Management { secret: shown.clone(), source })?
             .ok_or_else(|| WorkloadError::NoSecret(shown.clone()))?;
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
-        if let Some(w) = self.clients.lock().unwrap_or_else(PoisonError::into_inner).get(cluster)
+        if let Some(w) = lock(&self.clients).get(cluster)
             && w.secret_version == version
         {
             return Ok(w.clone());
@@ -107,7 +108,7 @@ impl WorkloadClients {
             client,
             secret_version: version,
         });
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner).insert(cluster.clone(), workload.clone());
+        lock(&self.clients).insert(cluster.clone(), workload.clone());
         Ok(workload)
     }
 }

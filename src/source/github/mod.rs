@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,6 +22,8 @@ use jiff::{SignedDuration, Timestamp};
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
+
+use crate::util::lock;
 
 use super::{AssetInfo, AssetLocator, DownloadedAsset, ListedRelease, Listing, Progress, ReleaseSource, SourceError};
 use wire::{RawRelease, Sorted};
@@ -201,12 +203,6 @@ struct CachedPage {
     etag: String,
     releases: Vec<RawRelease>,
     next: Option<String>,
-}
-
-/// A mutex whose holder panicked still guards consistent data here (every critical section
-/// is a single insert or update), so poisoning is ignored.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl GitHubClient {

@@ -1,0 +1,149 @@
+//! Helm rendering on real charts: the corpus's largest charts (kube-prometheus-stack and
+//! ingress-nginx with their values files, argo-workflows) and the whole corpus, rendered by the
+//! `clusterstack render` binary and by `helm template`, both as processes, side by side in one
+//! run. Prints the median wall time of N rounds, the peak RSS (`VmHWM`, sampled while the child
+//! runs) and the ratios against the goals (≤ 0.25× helm's wall time and ≤ 0.4× its memory per
+//! large chart, ≤ 0.2× on the whole corpus).
+//!
+//! `cargo build --release && cargo run --release --example bench_helm_real [-- ROUNDS]`.
+//! Needs helm (`CLUSTERSTACK_HELM`) and the corpus (`CLUSTERSTACK_HELM_CORPUS`, default
+//! `<repo>/../shared/helm-corpus`); ours is `target/release/clusterstack` (or
+//! `CLUSTERSTACK_BIN`).
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One run: wall time and peak RSS in MiB, or why it failed.
+type Run = Result<(Duration, f64), String>;
+
+fn measure(mut command: Command) -> Run {
+    let start = Instant::now();
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+    let mut peak: f64 = 0.0;
+    loop {
+        peak = peak.max(common::child_hwm_mib(child.id()));
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            let wall = start.elapsed();
+            if !status.success() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                // Ours exits non-zero where helm prints nothing (every template empty or a
+                // test hook): the render was done all the same, so it is timed.
+                if !err.contains("rendered no objects") {
+                    return Err(err.lines().last().unwrap_or("failed").to_string());
+                }
+            }
+            return Ok((wall, peak));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The arguments of a corpus chart, as the corpus README says helm renders it.
+fn chart_args(charts: &Path, name: &str) -> Vec<String> {
+    let dir = charts.join(name).display().to_string();
+    let values = charts.join(format!("{name}.values.yaml"));
+    if values.is_file() {
+        ["cluster-addon", &dir, "--namespace", "kube-system", "--include-crds", "--skip-tests", "-f"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([values.display().to_string()])
+            .collect()
+    } else {
+        ["corpus-chart-1-30", &dir, "--namespace", "corpus-ns", "--skip-tests"].iter().map(|s| s.to_string()).collect()
+    }
+}
+
+fn median(mut runs: Vec<(Duration, f64)>) -> (Duration, f64) {
+    runs.sort_by_key(|r| r.0);
+    let wall = runs[runs.len() / 2].0;
+    let peak = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+    (wall, peak)
+}
+
+fn rounds(n: usize, make: impl Fn() -> Command) -> Run {
+    let mut runs = Vec::new();
+    for _ in 0..n {
+        runs.push(measure(make())?);
+    }
+    Ok(median(runs))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let helm = std::env::var_os("CLUSTERSTACK_HELM").map(PathBuf::from).ok_or("set CLUSTERSTACK_HELM")?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corpus = std::env::var_os("CLUSTERSTACK_HELM_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
+        let near = root.join("../shared/helm-corpus");
+        if near.is_dir() { near } else { root.join("../../shared/helm-corpus") }
+    });
+    let ours = match std::env::var_os("CLUSTERSTACK_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()?.parent().and_then(Path::parent).ok_or("no target dir")?.join("clusterstack"),
+    };
+    let charts = corpus.join("charts");
+    println!("bench_helm_real: {n} rounds, median wall time, peak RSS; ours {}", ours.display());
+    println!(
+        "{:<28} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7}",
+        "chart", "ours ms", "helm ms", "ratio", "ours MiB", "helm MiB", "ratio"
+    );
+    let row = |name: &str, o: (Duration, f64), h: (Duration, f64)| {
+        println!(
+            "{name:<28} {:>10.1} {:>10.1} {:>6.2}× {:>9.1} {:>9.1} {:>6.2}×",
+            o.0.as_secs_f64() * 1e3,
+            h.0.as_secs_f64() * 1e3,
+            o.0.as_secs_f64() / h.0.as_secs_f64(),
+            o.1,
+            h.1,
+            o.1 / h.1
+        )
+    };
+    let ours_cmd = |args: &[String]| {
+        let mut c = Command::new(&ours);
+        c.arg("render").args(args);
+        c
+    };
+    let helm_cmd = |args: &[String]| {
+        let mut c = Command::new(&helm);
+        c.arg("template").args(args);
+        c
+    };
+    for name in ["kube-prometheus-stack", "argo-workflows", "ingress-nginx"] {
+        let args = chart_args(&charts, name);
+        match (rounds(n, || ours_cmd(&args)), rounds(n, || helm_cmd(&args))) {
+            (Ok(o), Ok(h)) => row(name, o, h),
+            (o, h) => println!("{name:<28} ours: {:?} helm: {:?}", o.err(), h.err()),
+        }
+    }
+    // The whole corpus: every chart once per round, wall times summed, the highest peak.
+    let mut names: Vec<String> = std::fs::read_dir(&charts)?
+        .flatten()
+        .filter(|e| e.path().join("Chart.yaml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let (mut o_sum, mut h_sum) = ((Duration::ZERO, 0.0f64), (Duration::ZERO, 0.0f64));
+    let mut failed = Vec::new();
+    for name in &names {
+        let args = chart_args(&charts, name);
+        match (rounds(n, || ours_cmd(&args)), rounds(n, || helm_cmd(&args))) {
+            (Ok(o), Ok(h)) => {
+                o_sum = (o_sum.0 + o.0, o_sum.1.max(o.1));
+                h_sum = (h_sum.0 + h.0, h_sum.1.max(h.1));
+            }
+            (o, _) => failed.push(format!("{name}: {}", o.err().unwrap_or_else(|| "helm failed".into()))),
+        }
+    }
+    row(&format!("whole corpus ({} charts)", names.len() - failed.len()), o_sum, h_sum);
+    for f in &failed {
+        println!("  left out: {f}");
+    }
+    println!("goals: ≤ 0.25× wall and ≤ 0.4× memory per large chart; ≤ 0.2× on the whole corpus");
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! What every controller runs on, and knows no reconciler:
+//!
+//! - [`context`]: the shared [`context::Context`] (client, settings, metrics, Events, applier,
+//!   sources, watches) and the operator's `Settings`;
+//! - [`sources`]: opening sources (with a Secret's token or credentials), the release cache,
+//!   the last listing of each source; [`poller`]: one poller per repository;
+//! - [`watch`]: the CAPI Cluster index, the watches of applied and provider objects, triggers;
+//! - [`clusters`]: the trimmed view of CAPI Clusters and which release classes they use;
+//! - [`backoff`], [`events`], [`metrics`], [`serve`] (`/metrics`, `/healthz`, `/readyz`),
+//!   [`cache_gc`], [`config`] (the `clusterstack operator` flags).
+
+pub mod backoff;
+pub mod cache_gc;
+pub mod clusters;
+pub mod config;
+pub mod context;
+pub mod events;
+pub mod holds;
+pub mod metrics;
+pub mod poller;
+pub mod serve;
+pub mod sources;
+pub mod watch;

@@ -1,0 +1,483 @@
+//! Watches instead of polls, for everything the cluster can tell us.
+//!
+//! - **CAPI Clusters** (the newest served of v1beta2/v1beta1; none served is fine): one shared
+//!   index of which Cluster uses which release's ClusterClass. A Cluster created, moved to another
+//!   class or deleted triggers the ClusterStacks of the class's namespace and the release itself;
+//!   "in use" is answered from the index, never by listing Clusters.
+//! - **Applied objects**: one metadata-only watch per kind found in the inventories, selected by
+//!   our release label. An event whose `resourceVersion` is neither the one our last apply got
+//!   nor the last one seen is someone else's change (or a deletion): the release is re-applied
+//!   (self-heal) within seconds.
+//! - **Provider objects** of the `providerRef` contract (their kind discovered at run time from
+//!   the template's): they carry our release labels too, so the same metadata watch tells when
+//!   their status moved, and the gate asks again.
+//!
+//! Every reaction goes through the controllers' `reconcile_on` trigger streams, so it is
+//! deduplicated and bounded by the controllers' concurrency like any other trigger. The periodic
+//! resync stays as a safety net.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::TryStreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{ClusterStack, ClusterStackRelease};
+use crate::apply::{RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
+
+use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
+use super::context::Context;
+use crate::controller::STACK_LABEL;
+use crate::util::lock;
+
+/// The label that assigns a ClusterStack (and its releases) to an operator shard.
+pub const SHARD_LABEL: &str = "clusterstack.x-k8s.io/shard";
+
+/// The label selector of an operator instance: its shard's objects, or (no shard) the objects
+/// without a shard label.
+pub fn shard_selector(shard: Option<&str>) -> String {
+    match shard {
+        Some(s) => format!("{SHARD_LABEL}={s}"),
+        None => format!("!{SHARD_LABEL}"),
+    }
+}
+
+/// Drops from an object kept in a store what no reconciler reads: `managedFields` and kubectl's
+/// last-applied annotation, often most of a small object's size. With thousands of Clusters,
+/// ClusterStacks and releases in the stores this is most of their memory. (Writes never send an
+/// object read from a store back whole, so nothing is lost on the server.)
+pub fn slim<K: kube::Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// The trigger streams the controllers consume with `reconcile_on`.
+pub struct TriggerStreams {
+    pub stacks: UnboundedReceiver<ObjectRef<ClusterStack>>,
+    pub releases: UnboundedReceiver<ObjectRef<ClusterStackRelease>>,
+}
+
+/// The Cluster index is not synced yet: no answer about which release is in use.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the CAPI Cluster watch has not synced yet")]
+pub struct ClustersNotSynced;
+
+/// Told `namespace/tag` of a release whose applied object someone else changed.
+type ReleaseChanged = Box<dyn Fn(&str) + Send + Sync>;
+
+#[derive(Default)]
+struct ClusterIndex {
+    usages: HashMap<ClusterKey, ClassUsage>,
+    synced: bool,
+}
+
+/// The watch state shared by the controllers (in the [`Context`]).
+pub struct Watches {
+    stacks_tx: UnboundedSender<ObjectRef<ClusterStack>>,
+    releases_tx: UnboundedSender<ObjectRef<ClusterStackRelease>>,
+    streams: Mutex<Option<TriggerStreams>>,
+    clusters: Mutex<ClusterIndex>,
+    clusters_synced: tokio::sync::watch::Sender<bool>,
+    kinds: Mutex<HashSet<GroupVersionKind>>,
+    stack_store: OnceLock<Store<ClusterStack>>,
+    release_store: OnceLock<Store<ClusterStackRelease>>,
+    release_changed: OnceLock<ReleaseChanged>,
+    /// Stops the watch tasks.
+    pub stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watches").field("kinds", &lock(&self.kinds).len()).finish_non_exhaustive()
+    }
+}
+
+impl Default for Watches {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Watches {
+    pub fn new() -> Self {
+        let (stacks_tx, stacks) = unbounded();
+        let (releases_tx, releases) = unbounded();
+        Self {
+            stacks_tx,
+            releases_tx,
+            streams: Mutex::new(Some(TriggerStreams { stacks, releases })),
+            clusters: Mutex::default(),
+            clusters_synced: tokio::sync::watch::Sender::new(false),
+            kinds: Mutex::default(),
+            stack_store: OnceLock::new(),
+            release_store: OnceLock::new(),
+            release_changed: OnceLock::new(),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// The trigger streams (once; the run function hands them to the controllers).
+    pub fn take_streams(&self) -> Option<TriggerStreams> {
+        lock(&self.streams).take()
+    }
+
+    /// Sets the controllers' stores (ClusterStacks, ClusterStackReleases).
+    pub fn set_stores(&self, stacks: Store<ClusterStack>, releases: Store<ClusterStackRelease>) {
+        let _ = self.stack_store.set(stacks);
+        let _ = self.release_store.set(releases);
+    }
+
+    /// A notifier for the pollers: triggers the stacks (keys `namespace/name`) it is given.
+    pub fn stack_notifier(&self) -> super::poller::Notifier {
+        let tx = self.stacks_tx.clone();
+        Arc::new(move |keys: Vec<String>| {
+            for key in keys {
+                if let Some((ns, name)) = key.split_once('/') {
+                    let _ = tx.unbounded_send(ObjectRef::new(name).within(ns));
+                }
+            }
+        })
+    }
+
+    /// Sets what to tell when someone else changed an applied object of a release (once: the
+    /// release controller forgets its memo of the release).
+    pub fn on_release_changed(&self, f: impl Fn(&str) + Send + Sync + 'static) {
+        let _ = self.release_changed.set(Box::new(f));
+    }
+
+    /// Triggers a reconcile of a ClusterStack.
+    pub fn trigger_stack(&self, namespace: &str, name: &str) {
+        let _ = self.stacks_tx.unbounded_send(ObjectRef::new(name).within(namespace));
+    }
+
+    /// Triggers a reconcile of a ClusterStackRelease.
+    pub fn trigger_release(&self, namespace: &str, name: &str) {
+        let _ = self.releases_tx.unbounded_send(ObjectRef::new(name).within(namespace));
+    }
+
+    /// The ClusterStacks store, once the controller runs.
+    pub fn stacks(&self) -> Option<&Store<ClusterStack>> {
+        self.stack_store.get()
+    }
+
+    /// The ClusterStackReleases store, once the controller runs.
+    pub fn releases(&self) -> Option<&Store<ClusterStackRelease>> {
+        self.release_store.get()
+    }
+
+    /// The releases of stack `name` in `namespace`, from the store.
+    pub fn releases_of(&self, namespace: &str, name: &str) -> Option<Vec<Arc<ClusterStackRelease>>> {
+        let store = self.release_store.get()?;
+        Some(
+            store
+                .state()
+                .into_iter()
+                .filter(|r| {
+                    r.metadata.namespace.as_deref() == Some(namespace)
+                        && r.labels().get(STACK_LABEL).map(String::as_str) == Some(name)
+                })
+                .collect(),
+        )
+    }
+
+    fn trigger_stacks_in(&self, namespace: &str) {
+        match self.stack_store.get() {
+            Some(store) => {
+                for s in store.state().iter().filter(|s| s.metadata.namespace.as_deref() == Some(namespace)) {
+                    self.trigger_stack(namespace, &s.name_any());
+                }
+            }
+            None => tracing::debug!(namespace, "no ClusterStack store yet"),
+        }
+    }
+
+    /// The class usages of the Clusters whose class lives in `class_namespace` (only those: a
+    /// copy of every Cluster's per reconcile costs megabytes with thousands of Clusters), once
+    /// the Cluster index is synced (waits up to 30 s for it); an error when it is not: without
+    /// the usages a plan could delete a release in use.
+    pub async fn cluster_usages_in(&self, class_namespace: &str) -> Result<Vec<ClassUsage>, ClustersNotSynced> {
+        let mut synced = self.clusters_synced.subscribe();
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), synced.wait_for(|s| *s)).await;
+        if !matches!(waited, Ok(Ok(_))) {
+            return Err(ClustersNotSynced);
+        }
+        Ok(lock(&self.clusters).usages.values().filter(|u| u.class_namespace == class_namespace).cloned().collect())
+    }
+
+    /// Whether the Cluster index is synced.
+    pub fn clusters_synced(&self) -> bool {
+        lock(&self.clusters).synced
+    }
+
+    fn usage_changed(&self, usage: &ClassUsage) {
+        let tag = usage.class.tag();
+        tracing::debug!(cluster = %usage.cluster, release = %tag, "Cluster class usage changed");
+        self.trigger_release(&usage.class_namespace, &tag);
+        self.trigger_stacks_in(&usage.class_namespace);
+    }
+
+    fn apply_cluster(&self, obj: &CapiCluster) {
+        self.set_usage(obj.key(), class_usage(obj));
+    }
+
+    fn set_usage(&self, key: ClusterKey, new: Option<ClassUsage>) {
+        let old = {
+            let mut idx = lock(&self.clusters);
+            match &new {
+                Some(u) => idx.usages.insert(key, u.clone()),
+                None => idx.usages.remove(&key),
+            }
+        };
+        if old != new {
+            for u in old.iter().chain(new.iter()) {
+                self.usage_changed(u);
+            }
+        }
+    }
+
+    fn delete_cluster(&self, obj: &CapiCluster) {
+        let old = lock(&self.clusters).usages.remove(&obj.key());
+        if let Some(u) = old {
+            self.usage_changed(&u);
+        }
+    }
+
+    fn mark_clusters_synced(&self) {
+        lock(&self.clusters).synced = true;
+        self.clusters_synced.send_replace(true);
+    }
+}
+
+/// Starts the Cluster index: the newest served Cluster version, or none (then every answer is
+/// "not in use", and the index counts as synced).
+pub fn start_clusters(ctx: &Arc<Context>) {
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let served = tokio::select! {
+            v = served_cluster_version(&ctx) => v,
+            () = ctx.watches.stop.cancelled() => return,
+        };
+        let Some(version) = served else {
+            tracing::info!("Cluster API is not installed: no Cluster uses any release");
+            ctx.watches.mark_clusters_synced();
+            return;
+        };
+        let api: Api<CapiCluster> = Api::all_with(ctx.client.clone(), &version);
+        // Only the usages of a re-list are kept until it is done, not the Clusters.
+        let mut fresh: Option<HashMap<ClusterKey, Option<ClassUsage>>> = None;
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        loop {
+            let event = tokio::select! {
+                e = stream.try_next() => e,
+                () = ctx.watches.stop.cancelled() => return,
+            };
+            match event {
+                Ok(Some(watcher::Event::Init)) => fresh = Some(HashMap::new()),
+                Ok(Some(watcher::Event::InitApply(obj))) => {
+                    if let Some(f) = fresh.as_mut() {
+                        f.insert(obj.key(), class_usage(&obj));
+                    }
+                }
+                Ok(Some(watcher::Event::InitDone)) => {
+                    let objects = fresh.take().unwrap_or_default();
+                    // Clusters gone while the watch was down.
+                    let gone: Vec<ClusterKey> = {
+                        let idx = lock(&ctx.watches.clusters);
+                        idx.usages.keys().filter(|k| !objects.contains_key(*k)).cloned().collect()
+                    };
+                    for key in gone {
+                        let old = lock(&ctx.watches.clusters).usages.remove(&key);
+                        if let Some(u) = old {
+                            ctx.watches.usage_changed(&u);
+                        }
+                    }
+                    for (key, usage) in objects {
+                        ctx.watches.set_usage(key, usage);
+                    }
+                    ctx.watches.mark_clusters_synced();
+                }
+                Ok(Some(watcher::Event::Apply(obj))) => ctx.watches.apply_cluster(&obj),
+                Ok(Some(watcher::Event::Delete(obj))) => ctx.watches.delete_cluster(&obj),
+                Ok(None) => return,
+                Err(e) => tracing::warn!(error = %e, "the Cluster watch failed; retrying"),
+            }
+        }
+    });
+}
+
+/// The newest Cluster API version served, `None` when none is. A failed discovery is asked again
+/// (with the controllers' backoff), never read as "not installed": an index wrongly empty and
+/// synced would let a plan delete releases in use, and an addon controller that gave up would
+/// never run.
+pub async fn served_cluster_version(ctx: &Context) -> Option<CapiVersion> {
+    let backoff = super::backoff::Backoff::new(ctx.settings.backoff, ctx.random.clone());
+    loop {
+        match first_served(ctx).await {
+            Ok(version) => return version,
+            Err(e) => {
+                let delay = backoff.failure("capi");
+                tracing::warn!(error = %e, retry_in = ?delay, "discovering CAPI Clusters failed");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+async fn first_served(ctx: &Context) -> Result<Option<CapiVersion>, kube::Error> {
+    for version in CapiVersion::ALL {
+        if ctx.applier.discovery().resolve(&version.gvk()).await?.is_some() {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
+}
+
+/// Watches objects of `gvk` carrying our release label (metadata only), once per kind: applied
+/// objects and provider objects alike.
+pub async fn watch_kind(ctx: &Arc<Context>, gvk: &GroupVersionKind) {
+    if !lock(&ctx.watches.kinds).insert(gvk.clone()) {
+        return;
+    }
+    let resource: ApiResource = match ctx.applier.discovery().resolve(gvk).await {
+        Ok(Some(r)) => r.resource,
+        Ok(None) | Err(_) => {
+            // Not served (yet): try again at the next apply.
+            lock(&ctx.watches.kinds).remove(gvk);
+            return;
+        }
+    };
+    tracing::debug!(kind = %gvk.kind, group = %gvk.group, "watching applied objects");
+    let ctx = ctx.clone();
+    let gvk = gvk.clone();
+    tokio::spawn(async move {
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(ctx.client.clone(), &resource);
+        let config = watcher::Config::default().labels(RELEASE_LABEL);
+        let stream = watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        // The resourceVersion last seen of each object (namespace, name), and the owner.
+        let mut seen: Seen = HashMap::new();
+        let mut fresh: Option<Seen> = None;
+        let mut first_sync = true;
+        loop {
+            let event = tokio::select! {
+                e = stream.try_next() => e,
+                () = ctx.watches.stop.cancelled() => return,
+            };
+            match event {
+                Ok(Some(watcher::Event::Init)) => fresh = Some(HashMap::new()),
+                Ok(Some(watcher::Event::InitApply(meta))) => {
+                    if let (Some(f), Some(entry)) = (fresh.as_mut(), owned_entry(&meta)) {
+                        f.insert((meta.namespace().unwrap_or_default(), meta.name_any()), entry);
+                    }
+                }
+                Ok(Some(watcher::Event::InitDone)) => {
+                    let now = fresh.take().unwrap_or_default();
+                    if !first_sync {
+                        // After a lost watch (410 Gone): what changed or went meanwhile.
+                        for (key, entry) in &now {
+                            if seen.get(key).is_none_or(|old| old.0 != entry.0) {
+                                object_changed(&ctx, &gvk, key, entry, false);
+                            }
+                        }
+                        for (key, entry) in seen.iter().filter(|(k, _)| !now.contains_key(*k)) {
+                            object_changed(&ctx, &gvk, key, entry, true);
+                        }
+                    }
+                    seen = now;
+                    first_sync = false;
+                }
+                Ok(Some(watcher::Event::Apply(meta))) => {
+                    let key = (meta.namespace().unwrap_or_default(), meta.name_any());
+                    if let Some(entry) = owned_entry(&meta) {
+                        if seen.get(&key).is_none_or(|old| old.0 != entry.0) {
+                            object_changed(&ctx, &gvk, &key, &entry, false);
+                        }
+                        seen.insert(key, entry);
+                    }
+                }
+                Ok(Some(watcher::Event::Delete(meta))) => {
+                    let key = (meta.namespace().unwrap_or_default(), meta.name_any());
+                    if let Some(entry) = seen.remove(&key).or_else(|| owned_entry(&meta)) {
+                        object_changed(&ctx, &gvk, &key, &entry, true);
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => tracing::warn!(kind = %gvk.kind, error = %e, "a watch of applied objects failed; retrying"),
+            }
+        }
+    });
+}
+
+/// (resourceVersion, release tag, release namespace) of an object carrying our labels.
+fn owned_entry(meta: &PartialObjectMeta<DynamicObject>) -> Option<(String, String, String)> {
+    let labels = meta.labels();
+    Some((
+        meta.resource_version().unwrap_or_default(),
+        labels.get(RELEASE_LABEL)?.clone(),
+        labels.get(RELEASE_NAMESPACE_LABEL)?.clone(),
+    ))
+}
+
+/// An applied (or provider) object changed or went: unless it is our own write, re-reconcile
+/// its release now.
+fn object_changed(
+    ctx: &Context,
+    gvk: &GroupVersionKind,
+    (namespace, name): &(String, String),
+    (rv, tag, release_ns): &(String, String, String),
+    deleted: bool,
+) {
+    if !deleted && ctx.applier.applied_version(&gvk.group, &gvk.kind, namespace, name).as_deref() == Some(rv.as_str()) {
+        return;
+    }
+    if let Some(store) = ctx.watches.releases() {
+        match store.get(&ObjectRef::new(tag).within(release_ns)) {
+            // Another shard's, or not (yet) ours.
+            None => return,
+            Some(r) if r.metadata.deletion_timestamp.is_some() => return,
+            Some(r) => {
+                // Recorded by the last status write: our own write, seen after a restart.
+                let recorded = r.status.as_ref().and_then(|s| {
+                    s.resources.iter().find(|x| {
+                        x.kind == gvk.kind && x.group == gvk.group && x.name == *name && x.namespace == *namespace
+                    })
+                });
+                if !deleted && recorded.is_some_and(|x| x.resource_version == *rv) {
+                    return;
+                }
+            }
+        }
+    }
+    tracing::info!(
+        kind = %gvk.kind, object = %format!("{namespace}/{name}"), release = %format!("{release_ns}/{tag}"), deleted,
+        "an object of a release changed outside the operator: re-applying"
+    );
+    if let Some(changed) = ctx.watches.release_changed.get() {
+        changed(&format!("{release_ns}/{tag}"));
+    }
+    ctx.watches.trigger_release(release_ns, tag);
+}
+
+/// Per object (namespace, name): its resourceVersion last seen and its owner.
+type Seen = HashMap<(String, String), (String, String, String)>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_selectors() {
+        assert_eq!(shard_selector(Some("a")), "clusterstack.x-k8s.io/shard=a");
+        assert_eq!(shard_selector(None), "!clusterstack.x-k8s.io/shard");
+    }
+}
