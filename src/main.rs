@@ -3,8 +3,17 @@ use std::process::ExitCode;
 use clap::Parser;
 use clusterstack::cli::{Cli, Command, run};
 
+fn main() -> ExitCode {
+    // A render worker (see `render::worker`) does one render and exits:
+    // no runtime, no logging, no crypto provider.
+    if std::env::args_os().nth(1).is_some_and(|a| a == clusterstack::render::worker::WORKER_ARG) {
+        return clusterstack::render::worker::serve();
+    }
+    operator_main()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn operator_main() -> ExitCode {
     clusterstack::install_crypto_provider();
     let cli = Cli::parse();
     cli.init_logging();

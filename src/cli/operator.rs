@@ -65,6 +65,20 @@ fn default_source(args: &OperatorArgs, env: impl Fn(&str) -> Option<String>) -> 
 /// Runs the operator until SIGTERM or SIGINT.
 pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
     let settings = settings(&args)?;
+    if !args.render_in_process {
+        // The worker is this very binary (see render::worker).
+        match std::env::current_exe() {
+            Ok(exe) => {
+                let mut sandbox = crate::render::worker::SandboxConfig::new(exe);
+                sandbox.address_space = args.render_memory_mib.saturating_mul(1024 * 1024);
+                sandbox.cpu_seconds = args.render_cpu_seconds;
+                sandbox.wall = args.render_timeout;
+                sandbox.parallel = usize::from(args.render_workers);
+                crate::render::worker::enable(sandbox);
+            }
+            Err(e) => tracing::warn!(error = %e, "own binary not found: rendering in process"),
+        }
+    }
     let client = kube::Client::try_default().await.map_err(OperatorError::Kube)?;
     let options = RunOptions {
         metrics_addr: Some(args.metrics_addr),

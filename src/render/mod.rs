@@ -15,6 +15,7 @@
 
 mod engine;
 mod objects;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 
@@ -163,6 +164,9 @@ pub enum RenderError {
     Chart { chart: String, message: String },
     #[error("{0}: addons are rendered for a workload cluster, but no Cluster was given")]
     NoCluster(String),
+    /// The render worker failed or ran out of a budget (see `worker`).
+    #[error("release {release}: {message}")]
+    Sandbox { release: String, message: String },
 }
 
 impl From<helm_render::HelmError> for RenderError {

@@ -377,6 +377,9 @@ impl Exec<'_> {
                 if pipe.decl.is_empty() {
                     match &v {
                         Value::Nil => out.push_str("<no value>"),
+                        Value::Map(_) if v.holds_itself() => {
+                            return Err(self.err(cx, pipe.pos, pipe, "the value holds itself".into()).into());
+                        }
                         v => write_value(out, v),
                     }
                     self.check_output(cx, pipe.pos, pipe, out)?;
@@ -1111,7 +1114,8 @@ impl Exec<'_> {
                         argv.push(f);
                     }
                 }
-                b.call(&argv).map_err(|m| self.err(cx, pos, ctx, format!("error calling {name}: {m}")))
+                let v = b.call(&argv).map_err(|m| self.err(cx, pos, ctx, format!("error calling {name}: {m}")))?;
+                self.sized(v).map_err(|e| self.func_error(cx, pos, ctx, name, e))
             }
             Callee::User(f) => {
                 let sig = &f.signature;
@@ -1143,12 +1147,26 @@ impl Exec<'_> {
                     let p = param_at(num_in - 1);
                     argv.push(self.validate(cx, pos, ctx, v, p)?);
                 }
-                match (f.body)(self, &argv) {
+                match (f.body)(self, &argv).and_then(|v| self.sized(v)) {
                     Ok(v) => Ok(v),
                     Err(e) => Err(self.func_error(cx, pos, ctx, name, e)),
                 }
             }
         }
+    }
+
+    /// A function's result is charged by its size and refused past the size
+    /// limit: doubling a string in a loop (`$s = print $s $s`) ends here,
+    /// long before memory does.
+    fn sized(&mut self, v: Value) -> Result<Value, FuncError> {
+        let size = match &v {
+            Value::String(s) => s.len(),
+            Value::Bytes(b) => b.len(),
+            Value::List(l) => l.len(),
+            _ => return Ok(v),
+        };
+        crate::func::room(self, "result", size as u128)?;
+        Ok(v)
     }
 
     fn nested(&mut self, tree: &Tree, name: &str, data: &Value) -> Result<String, FuncError> {
@@ -1229,5 +1247,17 @@ impl Host for Exec<'_> {
 
     fn state(&mut self) -> &mut dyn Any {
         self.state
+    }
+
+    fn charge(&mut self, fuel: u64) -> Result<(), FuncError> {
+        self.steps = self.steps.saturating_add(fuel);
+        if self.steps > self.opts.limits.max_steps {
+            return Err(FuncError::Limit(format!("step limit exceeded ({} steps)", self.opts.limits.max_steps)));
+        }
+        Ok(())
+    }
+
+    fn max_size(&self) -> usize {
+        self.opts.limits.max_output_bytes
     }
 }

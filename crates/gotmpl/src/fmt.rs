@@ -120,7 +120,7 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
         if i < bytes.len() && bytes[i] == b'*' {
             i += 1;
             match args.get(argn) {
-                Some(Value::Int(n)) | Some(Value::Int64(n)) => {
+                Some(Value::Int(n)) | Some(Value::Int64(n)) if n.unsigned_abs() <= MAX_WIDTH => {
                     let n = *n;
                     if n < 0 {
                         flags.minus = true;
@@ -153,7 +153,12 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             if i < bytes.len() && bytes[i] == b'*' {
                 i += 1;
                 match args.get(argn) {
-                    Some(Value::Int(n)) | Some(Value::Int64(n)) if *n >= 0 => flags.prec = Some(*n as usize),
+                    Some(Value::Int(n)) | Some(Value::Int64(n)) if *n >= 0 && n.unsigned_abs() <= MAX_WIDTH => {
+                        flags.prec = Some(*n as usize)
+                    }
+                    Some(Value::Int(n)) | Some(Value::Int64(n)) if n.unsigned_abs() > MAX_WIDTH => {
+                        out.push_str("%!(BADPREC)")
+                    }
                     Some(Value::Int(_)) | Some(Value::Int64(_)) => flags.prec = None,
                     _ => out.push_str("%!(BADPREC)"),
                 }
@@ -224,6 +229,12 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
     }
     out
 }
+
+/// How deep `%v` prints nested lists and maps.
+const MAX_PRINT_DEPTH: usize = 1000;
+
+/// Go's `tooLarge`: widths and precisions past a million are refused.
+const MAX_WIDTH: u64 = 1_000_000;
 
 fn parse_num(bytes: &[u8], mut i: usize) -> (usize, usize) {
     let mut n = 0usize;
@@ -315,6 +326,15 @@ impl Printer<'_> {
     }
 
     fn print_value(&mut self, v: &Value, verb: char, depth: usize) {
+        // A value that holds itself, or shares parts exponentially, would
+        // print forever: stop at a depth and a size no template output
+        // reaches (the executor refuses such output anyway).
+        if matches!(v, Value::List(_) | Value::Map(_))
+            && (depth > MAX_PRINT_DEPTH || self.out.len() > crate::func::DEFAULT_MAX_SIZE)
+        {
+            self.out.push_str("...");
+            return;
+        }
         match v {
             Value::Nil => {
                 if self.flags.sharp && verb == 'v' {

@@ -71,6 +71,34 @@ pub trait Host {
     /// The caller's state for this execution: whatever it passed to
     /// [`crate::execute_with`] (`()` through [`crate::execute`]).
     fn state(&mut self) -> &mut dyn std::any::Any;
+    /// Charges `fuel` steps of work to the execution's step budget: a
+    /// function whose cost is not one step (key generation, bcrypt, building
+    /// a large string) says so here, so the step limit bounds CPU time, not
+    /// just the number of actions.
+    fn charge(&mut self, _fuel: u64) -> Result<(), FuncError> {
+        Ok(())
+    }
+    /// The largest string (bytes) or list (items) a function may build:
+    /// checked before allocating, so `repeat 100000000000 "x"` is an error,
+    /// not an allocation failure that aborts the process.
+    fn max_size(&self) -> usize {
+        DEFAULT_MAX_SIZE
+    }
+}
+
+/// [`Host::max_size`] when the host sets none: the default output limit.
+pub const DEFAULT_MAX_SIZE: usize = 64 * 1024 * 1024;
+
+/// Refuses a result of `size` bytes or items before it is built, and
+/// charges one step per 64 bytes of it.
+pub fn room(h: &mut dyn Host, what: &str, size: u128) -> Result<(), FuncError> {
+    let max = h.max_size();
+    if size > max as u128 {
+        return Err(FuncError::Limit(format!(
+            "{what}: a result of {size} bytes or items is over the size limit ({max})"
+        )));
+    }
+    h.charge((size / 64) as u64)
 }
 
 /// Why [`Host::execute_text`] failed.

@@ -28,6 +28,6 @@ pub use exec::{
     ExecLimits, ExecOptions, MapMethods, MissingKey, Origin, TemplateError, TemplateErrorKind, execute, execute_with,
 };
 pub use fmt::{format_value, sprint, sprintf, sprintln};
-pub use func::{Func, FuncMap, Host, Param, Signature, TextError};
+pub use func::{DEFAULT_MAX_SIZE, Func, FuncMap, Host, Param, Signature, TextError, room};
 pub use parse::Templates;
 pub use value::{FuncError, Map, Object, Value};

@@ -189,7 +189,37 @@ impl Value {
         }
     }
 
+    /// Whether the value holds itself: a map reachable from itself (`set $d
+    /// "self" $d`). Walking such a value never ends, so every encoder and
+    /// copier asks first. Shared parts are visited once (a list of the same
+    /// map twice, 60 levels deep, is not 2^60 visits).
+    pub fn holds_itself(&self) -> bool {
+        fn walk(
+            v: &Value,
+            path: &mut std::collections::HashSet<*const ()>,
+            done: &mut std::collections::HashSet<*const ()>,
+        ) -> bool {
+            let (ptr, children): (*const (), Vec<Value>) = match v {
+                Value::List(items) if !items.is_empty() => (Rc::as_ptr(items) as *const (), items.to_vec()),
+                Value::Map(m) => (Rc::as_ptr(m) as *const (), m.borrow().values().cloned().collect()),
+                _ => return false,
+            };
+            if done.contains(&ptr) {
+                return false;
+            }
+            if !path.insert(ptr) {
+                return true;
+            }
+            let cyclic = crate::exec::grow(|| children.iter().any(|c| walk(c, path, done)));
+            path.remove(&ptr);
+            done.insert(ptr);
+            cyclic
+        }
+        walk(self, &mut Default::default(), &mut Default::default())
+    }
+
     /// A deep copy: maps and lists are copied, not shared (Sprig's `deepCopy`).
+    /// The caller checks [`Value::holds_itself`] first.
     pub fn deep_copy(&self) -> Value {
         match self {
             Value::List(items) => Value::list(items.iter().map(Value::deep_copy).collect()),

@@ -38,6 +38,10 @@ enum Node {
 /// `sigs.k8s.io/yaml.Marshal(v)` (with its trailing newline; Helm's `toYaml`
 /// trims it). `Err` when Go's JSON encoding fails (NaN, ±Inf).
 pub fn marshal(v: &Value) -> Result<String, String> {
+    if v.holds_itself() {
+        // sigs.k8s.io/yaml encodes through encoding/json, which refuses it.
+        return Err("json: unsupported value: encountered a cycle via map[string]interface {}".into());
+    }
     let node = to_node(v)?;
     let mut e = Emitter::new();
     e.emit_node(&node, Ctx { root: true, mapping: false, simple_key: false });
@@ -50,6 +54,9 @@ pub fn marshal(v: &Value) -> Result<String, String> {
 /// Helm's `toYamlPretty` (go-yaml v3, indent 2): like [`marshal`] with
 /// sequences indented under their key.
 pub fn pretty(v: &Value) -> String {
+    if v.holds_itself() {
+        return String::new();
+    }
     let Ok(node) = to_node(v) else { return String::new() };
     let mut e = Emitter::new();
     e.indent_sequences = true;
@@ -942,8 +949,20 @@ fn float32_key(f: f64) -> String {
 struct Reader<'a> {
     text: &'a str,
     parser: Parser<'a, granit_parser::StrInput<'a>>,
-    anchors: std::collections::HashMap<usize, YNode>,
+    /// Anchored nodes and how many nodes each expands to.
+    anchors: std::collections::HashMap<usize, (YNode, u64)>,
+    /// Nodes built so far, aliases counted expanded: the alias budget.
+    nodes: u64,
+    depth: usize,
 }
+
+/// go-yaml v3's nesting limit.
+const MAX_DEPTH: usize = 10_000;
+
+/// The most nodes a document may expand to through aliases beyond its own
+/// size: ten lines of nested aliases (the "billion laughs") must not become
+/// a billion nodes. go-yaml refuses such documents with this same message.
+const ALIAS_BUDGET: u64 = 1_000_000;
 
 /// The first document; a quoted scalar continued at or left of its block's indentation (which
 /// libyaml, go-yaml's base, accepts and YAML 1.2 parsers refuse) is read after indenting its
@@ -1053,7 +1072,13 @@ fn parse_first_document_strict(text: &str) -> Result<Option<YNode>, String> {
     let mut options = granit_parser::Options::default();
     options.set_emit_comments(false);
     options.emit_unresolved_aliases = true;
-    let mut r = Reader { text, parser: Parser::new_from_str_with_options(text, options), anchors: Default::default() };
+    let mut r = Reader {
+        text,
+        parser: Parser::new_from_str_with_options(text, options),
+        anchors: Default::default(),
+        nodes: 0,
+        depth: 0,
+    };
     loop {
         match r.next()? {
             None | Some(Event::StreamEnd) => return Ok(None),
@@ -1080,8 +1105,27 @@ impl<'a> Reader<'a> {
     }
 
     fn node(&mut self, ev: Event<'a>) -> Result<YNode, String> {
+        if self.depth >= MAX_DEPTH {
+            return Err(format!("yaml: exceeded max depth of {MAX_DEPTH}"));
+        }
+        self.depth += 1;
+        let n = stacker::maybe_grow(64 * 1024, 1024 * 1024, || self.build(ev));
+        self.depth -= 1;
+        self.nodes += 1;
+        n
+    }
+
+    fn build(&mut self, ev: Event<'a>) -> Result<YNode, String> {
+        let before = self.nodes;
         match ev {
-            Event::Alias(id) => self.anchors.get(&id).cloned().ok_or_else(|| "unknown anchor referenced".to_string()),
+            Event::Alias(id) => {
+                let (n, size) = self.anchors.get(&id).ok_or_else(|| "unknown anchor referenced".to_string())?;
+                self.nodes += size;
+                if self.nodes > ALIAS_BUDGET + self.text.len() as u64 {
+                    return Err("yaml: document contains excessive aliasing".into());
+                }
+                Ok(n.clone())
+            }
             Event::UnresolvedAlias(name) => Err(format!("unknown anchor '{name}' referenced")),
             Event::Scalar(value, style, anchor, tag) => {
                 let tag = tag.map(|t| {
@@ -1093,7 +1137,7 @@ impl<'a> Reader<'a> {
                 });
                 let n = scalar(&value, style, tag.as_deref())?;
                 if anchor != 0 {
-                    self.anchors.insert(anchor, n.clone());
+                    self.anchors.insert(anchor, (n.clone(), self.nodes - before + 1));
                 }
                 Ok(n)
             }
@@ -1108,7 +1152,7 @@ impl<'a> Reader<'a> {
                 }
                 let n = YNode::Seq(items);
                 if anchor != 0 {
-                    self.anchors.insert(anchor, n.clone());
+                    self.anchors.insert(anchor, (n.clone(), self.nodes - before + 1));
                 }
                 Ok(n)
             }
@@ -1147,7 +1191,7 @@ impl<'a> Reader<'a> {
                 }
                 let n = YNode::Map(entries);
                 if anchor != 0 {
-                    self.anchors.insert(anchor, n.clone());
+                    self.anchors.insert(anchor, (n.clone(), self.nodes - before + 1));
                 }
                 Ok(n)
             }

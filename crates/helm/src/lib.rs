@@ -165,6 +165,7 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         collect_crds(&chart, &chart.metadata.name, &mut manifests);
     }
     let mut outputs: Vec<(String, String)> = Vec::new();
+    let mut total = 0usize;
     for r in &renderables {
         let base = r.name.rsplit('/').next().unwrap_or(&r.name);
         if base.starts_with('_') || !r.renders {
@@ -180,6 +181,19 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         );
         let out = gotmpl::execute_with(&set, &r.name, &Value::map(data), &funcs, &exec, &mut env)
             .map_err(|e| template_error(&label, &e))?;
+        // The output limit is the chart's, not each template's: a hundred
+        // templates of just under the limit are as costly as one over it.
+        total += out.len();
+        if total > opts.limits.max_output_bytes {
+            return Err(HelmError::Template {
+                file: r.name.clone(),
+                line: 0,
+                message: format!(
+                    "output limit exceeded: the chart's templates wrote over {} bytes",
+                    opts.limits.max_output_bytes
+                ),
+            });
+        }
         // Helm's work-around: Go prints `<no value>` even with missingkey=zero.
         outputs.push((r.name.clone(), out.replace("<no value>", "")));
     }
@@ -357,6 +371,8 @@ fn shorten(message: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_budget;
 
 /// Chart.yaml as `.Chart` shows it after dependency processing: only the enabled
 /// dependencies (those `process_dependencies` kept, matched by alias or name).

@@ -213,8 +213,16 @@ pub fn load_archive(label: &str, data: &[u8]) -> Result<Chart, LoadError> {
     from_files(label, files)
 }
 
+/// How deep subcharts may nest (Helm sets no limit; real charts use two or three).
+pub const MAX_SUBCHART_DEPTH: usize = 16;
+
 /// Sorts a chart's files as Helm's loader does.
 pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
+    // Every level is loaded, coalesced and rendered by recursion: a chart
+    // vendoring itself 45 levels deep must be an error, not a stack overflow.
+    if label.matches("/charts/").count() > MAX_SUBCHART_DEPTH {
+        return Err(err(label, format!("subcharts nested deeper than {MAX_SUBCHART_DEPTH} levels")));
+    }
     let ignore = match files.iter().find(|(n, _)| n == ".helmignore") {
         Some((_, data)) => {
             IgnoreRules::parse(&String::from_utf8_lossy(data)).map_err(|m| err(label, format!(".helmignore: {m}")))?

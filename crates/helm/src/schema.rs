@@ -94,6 +94,11 @@ pub fn violations(schema: &[u8], values: &Value) -> Result<(), String> {
         Ok(schema) => schema,
         Err(e) => return Err(format!("- values.schema.json is not valid JSON: {e}\n")),
     };
+    if let Some(cycle) = ref_cycle(&schema) {
+        // santhosh-tekuri/jsonschema (Helm's) refuses a chain of `$ref`s that
+        // comes back to itself; validating with it would never end.
+        return Err(format!("- values.schema.json: {cycle} causing reference cycle\n"));
+    }
     let validator = match jsonschema::options().should_validate_formats(false).build(&schema) {
         Ok(v) => v,
         Err(e) => {
@@ -107,6 +112,41 @@ pub fn violations(schema: &[u8], values: &Value) -> Result<(), String> {
     let mut out = String::new();
     write_tree(&mut out, &build_tree(&errors), 0);
     Err(out)
+}
+
+/// A chain of local `$ref`s (`#/...`) in `schema` that leads back to a
+/// reference already followed: "#/a -> #/b -> #/a".
+fn ref_cycle(schema: &Value) -> Option<String> {
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r);
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(items) => items.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(schema, &mut all);
+    for start in all {
+        let mut chain: Vec<&str> = Vec::new();
+        let mut at = start;
+        while let Some(pointer) = at.strip_prefix('#') {
+            if chain.contains(&at) {
+                chain.push(at);
+                return Some(chain.join(" -> "));
+            }
+            chain.push(at);
+            match schema.pointer(pointer).and_then(|n| n.get("$ref")).and_then(Value::as_str) {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+    }
+    None
 }
 
 fn strip_bom(bytes: &[u8]) -> &[u8] {
@@ -493,6 +533,20 @@ s1:
     fn formats_are_not_asserted_as_in_helm() {
         let schema = json!({"properties": {"mail": {"format": "email"}}});
         assert_eq!(check(schema, json!({"mail": "nope"})), Ok(()));
+    }
+
+    #[test]
+    fn ref_cycles_are_refused_as_helm_does() {
+        // helm v4.2.3: "... resolve to ...#/definitions/a causing reference cycle"
+        let schema = json!({"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"$ref": "#/definitions/a"}},
+            "properties": {"a": {"$ref": "#/definitions/a"}}});
+        let e = violations(schema.to_string().as_bytes(), &json!({"a": 1})).expect_err("refused");
+        assert!(e.contains("reference cycle") && e.contains("#/definitions/a -> #/definitions/b"), "{e}");
+        let recursive = json!({"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"});
+        assert!(
+            violations(recursive.to_string().as_bytes(), &json!({"next": {}})).is_ok(),
+            "a recursive schema is fine"
+        );
     }
 
     #[test]

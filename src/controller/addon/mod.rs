@@ -23,6 +23,7 @@
 //! cannot hold an upgrade: CAPI may roll the control plane while the stages run.
 
 pub mod actions;
+pub mod cel_budget;
 pub mod decide;
 pub mod error;
 pub mod hooks;

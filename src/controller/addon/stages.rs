@@ -100,8 +100,8 @@ impl ClusterAddonConfig {
                     )));
                 }
                 for wait in [&stage.wait_for_pre_condition, &stage.wait_for_post_condition].into_iter().flatten() {
-                    cel::Program::compile(&wait.conditions).map_err(|e| {
-                        StagesError(format!("hook {hook}, addon {}: {:?}: {e}", stage.name, wait.conditions))
+                    super::cel_budget::compile(&wait.conditions, super::cel_budget::ASSUMED_LIST_LEN).map_err(|e| {
+                        StagesError(format!("hook {hook}, addon {}: {:?}: {e}", stage.name, trimmed(&wait.conditions)))
                     })?;
                 }
             }
@@ -143,9 +143,16 @@ pub enum WaitOutcome {
 /// Evaluates `wait` with `objects` bound to their keys (a missing object is `null`).
 pub fn evaluate(wait: &WaitCondition, objects: &BTreeMap<String, Value>) -> WaitOutcome {
     let seen = describe_seen(wait, objects);
-    let program = match cel::Program::compile(&wait.conditions) {
+    // The cost is bounded by the objects actually bound, before anything runs.
+    let longest = wait
+        .objects
+        .iter()
+        .filter_map(|k| objects.get(&k.key))
+        .map(super::cel_budget::longest_list)
+        .fold(1.0, f64::max);
+    let program = match super::cel_budget::compile(&wait.conditions, longest) {
         Ok(p) => p,
-        Err(e) => return WaitOutcome::NotMet(format!("{:?} does not compile: {e}", wait.conditions)),
+        Err(e) => return WaitOutcome::NotMet(format!("{:?} cannot run: {e}", trimmed(&wait.conditions))),
     };
     let mut context = cel::Context::default();
     for keyed in &wait.objects {
@@ -155,11 +162,19 @@ pub fn evaluate(wait: &WaitCondition, objects: &BTreeMap<String, Value>) -> Wait
             Err(e) => return WaitOutcome::NotMet(format!("{}: cannot convert the object: {e}", keyed.key)),
         }
     }
-    match program.execute(&context) {
+    match super::cel_budget::execute(&program, &context) {
         Ok(cel::Value::Bool(true)) => WaitOutcome::Met,
         Ok(cel::Value::Bool(false)) => WaitOutcome::NotMet(format!("{:?} is false; {seen}", wait.conditions)),
         Ok(other) => WaitOutcome::NotMet(format!("{:?} is not a boolean ({other:?}); {seen}", wait.conditions)),
         Err(e) => WaitOutcome::NotMet(format!("{:?} cannot be evaluated yet ({e}); {seen}", wait.conditions)),
+    }
+}
+
+/// An expression as messages show it: at most 200 characters.
+fn trimmed(expr: &str) -> String {
+    match expr.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &expr[..at]),
+        None => expr.to_string(),
     }
 }
 

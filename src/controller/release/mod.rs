@@ -20,7 +20,7 @@ use crate::api::{ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
 use crate::apply::{self as engine, ApplyOptions, Inventory, ReleaseOwner, WhenEmpty};
 use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext as GateContext};
 use crate::release::ReleaseId;
-use crate::render::{RenderContext, render_cluster_class};
+use crate::render::RenderContext;
 use crate::source::cache::FetchedRelease;
 use crate::source::{AnySource, FetchPolicy, ReleaseSource};
 
@@ -198,9 +198,7 @@ async fn reconcile_inner(
 
     let chart = fetched.cluster_class_chart_dir();
     let render_ctx = RenderContext::new(&id, &ns);
-    let rendered = tokio::task::spawn_blocking(move || render_cluster_class(&chart, &render_ctx))
-        .await
-        .map_err(|e| Error::Task(e.to_string()))?;
+    let rendered = crate::render::worker::render_cluster_class_isolated(&tag, chart, render_ctx).await;
     let objects = match rendered {
         Ok(o) => o,
         Err(e) => {

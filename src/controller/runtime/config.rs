@@ -109,6 +109,27 @@ pub struct OperatorArgs {
     /// through with a Warning event.
     #[arg(long, env = "CLUSTERSTACK_HOOKS_HOLD_DEADLINE", default_value = "30m", value_parser = humantime::parse_duration)]
     pub hooks_hold_deadline: Duration,
+
+    /// Render releases in this process instead of a sandboxed render worker (debugging only:
+    /// a hostile release can then take the operator down).
+    #[arg(long, env = "CLUSTERSTACK_RENDER_IN_PROCESS")]
+    pub render_in_process: bool,
+
+    /// Address space of a render worker, MiB (`RLIMIT_AS`).
+    #[arg(long, env = "CLUSTERSTACK_RENDER_MEMORY_MIB", default_value_t = 1024)]
+    pub render_memory_mib: u64,
+
+    /// CPU seconds of a render worker (`RLIMIT_CPU`).
+    #[arg(long, env = "CLUSTERSTACK_RENDER_CPU_SECONDS", default_value_t = 30)]
+    pub render_cpu_seconds: u64,
+
+    /// Wall-clock time of a render worker before it is killed.
+    #[arg(long, env = "CLUSTERSTACK_RENDER_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub render_timeout: Duration,
+
+    /// Render workers running at once.
+    #[arg(long, env = "CLUSTERSTACK_RENDER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub render_workers: u16,
 }
 
 /// Why a source setting is not usable.

@@ -88,7 +88,16 @@ struct Key {
     pair: KeyPair,
 }
 
+/// What generating an RSA key costs in steps, per 1024 bits of modulus:
+/// key generation grows with about the cube of the size (a 4096-bit key
+/// is 64 times a 1024-bit one), so a 4096-bit key costs 16 million steps,
+/// about what the executor does in the same CPU time (~0.3 s): twelve of
+/// them fill the default step limit.
+const RSA_FUEL_PER_1024_CUBED: u64 = 250_000;
+
 fn rsa_key(h: &mut dyn Host, bits: usize) -> Result<Key, FuncError> {
+    let k = (bits as u64).div_ceil(1024);
+    h.charge(RSA_FUEL_PER_1024_CUBED * k * k * k)?;
     let key = rsa::RsaPrivateKey::new(&mut RngAdapter(&mut *h.rng()), bits)
         .map_err(|e| err(format!("error generating rsa key: {e}")))?;
     rsa_key_from(&key)

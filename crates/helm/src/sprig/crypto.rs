@@ -19,9 +19,15 @@ fn random_from(h: &mut dyn Host, count: i64, chars: &[u8]) -> Result<String, Fun
     if count < 0 {
         return Err(FuncError::msg(format!("Requested random string length {count} is less than 0.")));
     }
+    gotmpl::room(h, "random string", count as u128 * 8)?;
     let mut rng = h.rng();
     Ok((0..count).map(|_| char::from(chars[rng.random_range(0..chars.len())])).collect())
 }
+
+/// What a bcrypt hash (cost 10) or a scrypt derivation costs in steps: about
+/// what the executor does in the same CPU time (~70 ms), so the step
+/// limit bounds a render's CPU whatever it calls.
+const BCRYPT_FUEL: u64 = 2_000_000;
 
 const ALPHA: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -40,21 +46,27 @@ pub(super) fn register(m: &mut FuncMap) {
         if n < 0 {
             return Err(FuncError::msg("runtime error: makeslice: len out of range"));
         }
+        gotmpl::room(h, "randBytes", n as u128 * 2)?;
         let mut buf = vec![0u8; n as usize];
         h.rng().fill_bytes(&mut buf);
         Ok(base64::engine::general_purpose::STANDARD.encode(buf).into())
     });
     reg(m, "uuidv4", &[], |h, _| Ok(uuidv4(h).into()));
-    reg(m, "bcrypt", &[Str], |h, a| Ok(bcrypt(h, &s(&a[0])).into()));
+    reg(m, "bcrypt", &[Str], |h, a| {
+        h.charge(BCRYPT_FUEL)?;
+        Ok(bcrypt(h, &s(&a[0])).into())
+    });
     // Sprig v3.3.0 (Helm's): bcrypt only, two parameters
     reg(m, "htpasswd", &[Str, Str], |h, a| {
         let (user, pass) = (s(&a[0]), s(&a[1]));
         if user.contains(':') {
             return Ok(format!("invalid username: {user}").into());
         }
+        h.charge(BCRYPT_FUEL)?;
         Ok(format!("{user}:{}", bcrypt(h, &pass)).into())
     });
-    reg(m, "derivePassword", &[Int, Str, Str, Str, Str], |_, a| {
+    reg(m, "derivePassword", &[Int, Str, Str, Str, Str], |h, a| {
+        h.charge(BCRYPT_FUEL)?;
         Ok(derive_password(i(&a[0]) as u32, &s(&a[1]), &s(&a[2]), &s(&a[3]), &s(&a[4])).into())
     });
     reg(m, "encryptAES", &[Str, Str], |h, a| Ok(encrypt_aes(h, &s(&a[0]), &s(&a[1]))?.into()));

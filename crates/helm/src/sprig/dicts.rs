@@ -99,7 +99,13 @@ pub(super) fn register(m: &mut FuncMap) {
         });
     }
     for name in ["deepCopy", "mustDeepCopy"] {
-        reg(m, name, &[Any], |_, a| Ok(a[0].deep_copy()));
+        reg(m, name, &[Any], |_, a| {
+            if a[0].holds_itself() {
+                // Go's copystructure recurses without end on such a value.
+                return Err(err("deepCopy: the value holds itself"));
+            }
+            Ok(a[0].deep_copy())
+        });
     }
     regv(m, "dig", &[], Any, |_, a| {
         if a.len() < 3 {

@@ -151,6 +151,10 @@ fn go_char_quote(c: char) -> String {
 /// `<>&` when `escape_html`, floats as Go writes them, `MarshalIndent` with
 /// `indent`.
 pub fn go_json(v: &Value, escape_html: bool, indent: Option<&str>) -> Result<String, FuncError> {
+    if v.holds_itself() {
+        // Go's encoder detects the cycle; Helm's `toJson` then prints "".
+        return Err(FuncError::msg("json: unsupported value: encountered a cycle via map[string]interface {}"));
+    }
     let mut out = String::new();
     write_json(&mut out, v, escape_html, indent, 0)?;
     Ok(out)

@@ -3,7 +3,7 @@
 
 use super::{err, gofmt, i, reg, regv, s, to_float64, to_int64};
 use crate::env::HostExt as _;
-use gotmpl::func::{FuncMap, Param};
+use gotmpl::func::{FuncMap, Host, Param};
 use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, Float64, Int, String as Str};
@@ -21,12 +21,12 @@ pub(super) fn register(m: &mut FuncMap) {
         let text = super::gofmt::format_value(&a[0]);
         Ok(Value::Int64(parse_radix_signed(&text, 8).unwrap_or(0)))
     });
-    regv(m, "seq", &[], Int, |_, a| Ok(seq(&a.iter().map(i).collect::<Vec<_>>()).into()));
-    reg(m, "until", &[Int], |_, a| {
+    regv(m, "seq", &[], Int, |h, a| Ok(seq(h, &a.iter().map(i).collect::<Vec<_>>())?.into()));
+    reg(m, "until", &[Int], |h, a| {
         let n = i(&a[0]);
-        Ok(ints(until_step(0, n, if n < 0 { -1 } else { 1 })))
+        Ok(ints(until_in(h, "until", 0, n, if n < 0 { -1 } else { 1 })?))
     });
-    reg(m, "untilStep", &[Int, Int, Int], |_, a| Ok(ints(until_step(i(&a[0]), i(&a[1]), i(&a[2])))));
+    reg(m, "untilStep", &[Int, Int, Int], |h, a| Ok(ints(until_in(h, "untilStep", i(&a[0]), i(&a[1]), i(&a[2]))?)));
     reg(m, "add1", &[Any], |_, a| Ok(Value::Int64(to_int64(&a[0]).wrapping_add(1))));
     regv(m, "add", &[], Any, |_, a| Ok(Value::Int64(a.iter().fold(0i64, |x, y| x.wrapping_add(to_int64(y))))));
     reg(m, "sub", &[Any, Any], |_, a| Ok(Value::Int64(to_int64(&a[0]).wrapping_sub(to_int64(&a[1])))));
@@ -124,41 +124,51 @@ fn parse_radix_signed(s: &str, radix: u32) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-pub(crate) fn until_step(start: i64, stop: i64, step: i64) -> Vec<i64> {
-    let mut v = Vec::new();
-    if stop < start {
-        if step >= 0 {
-            return v;
-        }
-        let mut i = start;
-        while i > stop {
-            v.push(i);
-            i += step;
-        }
-        return v;
+/// Sprig's `untilStep`: the integers from `start` towards `stop` by `step`.
+/// The length is computed first and refused past `max` items (`Err` holds
+/// it), so `until 2000000000` is an error, not gigabytes of list.
+fn until_step(start: i64, stop: i64, step: i64, max: usize) -> Result<Vec<i64>, u128> {
+    let (span, by) = match (stop < start, step) {
+        (true, s) if s < 0 => (start as i128 - stop as i128, -(s as i128)),
+        (false, s) if s > 0 => (stop as i128 - start as i128, s as i128),
+        _ => return Ok(Vec::new()),
+    };
+    let count = ((span + by - 1) / by) as u128;
+    if count > max as u128 {
+        return Err(count);
     }
-    if step <= 0 {
-        return v;
-    }
+    let mut v = Vec::with_capacity(count as usize);
     let mut i = start;
-    while i < stop {
+    while (step > 0 && i < stop) || (step < 0 && i > stop) {
         v.push(i);
-        i += step;
+        match i.checked_add(step) {
+            Some(n) => i = n,
+            None => break,
+        }
     }
-    v
+    Ok(v)
 }
 
-fn seq(p: &[i64]) -> String {
+/// `until_step` for a function of the host: too long a list is a size-limit error.
+pub(crate) fn until_in(h: &mut dyn Host, what: &str, start: i64, stop: i64, step: i64) -> Result<Vec<i64>, FuncError> {
+    let v = until_step(start, stop, step, h.max_size()).map_err(|n| {
+        FuncError::Limit(format!("{what}: a list of {n} items is over the size limit ({})", h.max_size()))
+    })?;
+    gotmpl::room(h, what, v.len() as u128 * 8)?;
+    Ok(v)
+}
+
+fn seq(h: &mut dyn Host, p: &[i64]) -> Result<String, FuncError> {
     let list = match p.len() {
         1 => {
             let (start, end) = (1, p[0]);
             let inc = if end < start { -1 } else { 1 };
-            until_step(start, end + inc, inc)
+            until_in(h, "seq", start, end.saturating_add(inc), inc)?
         }
         2 => {
             let (start, end) = (p[0], p[1]);
             let step = if end < start { -1 } else { 1 };
-            until_step(start, end + step, step)
+            until_in(h, "seq", start, end.saturating_add(step), step)?
         }
         3 => {
             let (start, step, end) = (p[0], p[1], p[2]);
@@ -166,14 +176,14 @@ fn seq(p: &[i64]) -> String {
             if end < start {
                 inc = -1;
                 if step > 0 {
-                    return String::new();
+                    return Ok(String::new());
                 }
             }
-            until_step(start, end + inc, step)
+            until_in(h, "seq", start, end.saturating_add(inc), step)?
         }
-        _ => return String::new(),
+        _ => return Ok(String::new()),
     };
-    list.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")
+    Ok(list.iter().map(i64::to_string).collect::<Vec<_>>().join(" "))
 }
 
 #[derive(Clone, Copy)]

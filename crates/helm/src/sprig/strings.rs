@@ -2,8 +2,8 @@
 
 use super::{i, reg, regv, s, strval};
 use crate::env::HostExt as _;
-use gotmpl::func::{FuncMap, Param};
-use gotmpl::value::Value;
+use gotmpl::func::{FuncMap, Host, Param};
+use gotmpl::value::{FuncError, Value};
 
 use Param::{Any, Int, String as Str};
 
@@ -24,12 +24,14 @@ pub(super) fn register(m: &mut FuncMap) {
     reg(m, "title", &[Str], |_, a| Ok(title(&s(&a[0])).into()));
     reg(m, "untitle", &[Str], |_, a| Ok(untitle(&s(&a[0])).into()));
     reg(m, "substr", &[Int, Int, Str], |_, a| substr(i(&a[0]), i(&a[1]), &s(&a[2])).map(Value::from));
-    reg(m, "repeat", &[Int, Str], |_, a| {
+    reg(m, "repeat", &[Int, Str], |h, a| {
         let n = i(&a[0]);
         if n < 0 {
             return Err(super::err("strings: negative Repeat count"));
         }
-        Ok(s(&a[1]).repeat(n as usize).into())
+        let text = s(&a[1]);
+        gotmpl::room(h, "repeat", n as u128 * text.len() as u128)?;
+        Ok(text.repeat(n as usize).into())
     });
     for name in ["trimall", "trimAll"] {
         reg(m, name, &[Str, Str], |_, a| {
@@ -79,9 +81,16 @@ pub(super) fn register(m: &mut FuncMap) {
         let out: Vec<String> = a.iter().filter(|v| !v.is_nil()).map(super::format_value).collect();
         Ok(out.join(" ").into())
     });
-    reg(m, "indent", &[Int, Str], |_, a| Ok(indent(i(&a[0]), &s(&a[1])).into()));
-    reg(m, "nindent", &[Int, Str], |_, a| Ok(format!("\n{}", indent(i(&a[0]), &s(&a[1]))).into()));
-    reg(m, "replace", &[Str, Str, Str], |_, a| Ok(s(&a[2]).replace(s(&a[0]).as_ref(), &s(&a[1])).into()));
+    reg(m, "indent", &[Int, Str], |h, a| Ok(indent(h, "indent", i(&a[0]), &s(&a[1]))?.into()));
+    reg(m, "nindent", &[Int, Str], |h, a| Ok(format!("\n{}", indent(h, "nindent", i(&a[0]), &s(&a[1]))?).into()));
+    reg(m, "replace", &[Str, Str, Str], |h, a| {
+        let (old, new, text) = (s(&a[0]), s(&a[1]), s(&a[2]));
+        if new.len() > old.len() {
+            let hits = text.matches(old.as_ref()).count() as u128;
+            gotmpl::room(h, "replace", text.len() as u128 + hits * (new.len() - old.len()) as u128)?;
+        }
+        Ok(text.replace(old.as_ref(), &new).into())
+    });
     reg(m, "plural", &[Str, Str, Int], |_, a| Ok(if i(&a[2]) == 1 { a[0].clone() } else { a[1].clone() }));
     reg(m, "toString", &[Any], |_, a| Ok(strval(&a[0]).into()));
     reg(m, "split", &[Str, Str], |_, a| Ok(split_map(go_split(&s(&a[1]), &s(&a[0]), -1))));
@@ -90,7 +99,12 @@ pub(super) fn register(m: &mut FuncMap) {
     });
     reg(m, "splitn", &[Str, Int, Str], |_, a| Ok(split_map(go_split(&s(&a[2]), &s(&a[0]), i(&a[1])))));
     reg(m, "toStrings", &[Any], |_, a| Ok(Value::list(strslice(&a[0]).into_iter().map(Value::from).collect())));
-    reg(m, "join", &[Str, Any], |_, a| Ok(strslice(&a[1]).join(&s(&a[0])).into()));
+    reg(m, "join", &[Str, Any], |h, a| {
+        let (sep, parts) = (s(&a[0]), strslice(&a[1]));
+        let size = parts.iter().map(|p| p.len() as u128).sum::<u128>() + sep.len() as u128 * parts.len() as u128;
+        gotmpl::room(h, "join", size)?;
+        Ok(parts.join(&sep).into())
+    });
 }
 
 /// Sprig's `strslice`: a list's non-nil items as strings; a non-list as one item.
@@ -128,9 +142,14 @@ fn split_map(parts: Vec<String>) -> Value {
     Value::map(parts.into_iter().enumerate().map(|(i, p)| (format!("_{i}"), Value::from(p))).collect())
 }
 
-fn indent(n: i64, v: &str) -> String {
-    let pad = " ".repeat(n.max(0) as usize);
-    format!("{pad}{}", v.replace('\n', &format!("\n{pad}")))
+/// Sprig's `indent`; the result's size (the padding times the lines) is
+/// checked before it is built.
+fn indent(h: &mut dyn Host, what: &str, n: i64, v: &str) -> Result<String, FuncError> {
+    let n = n.max(0) as u128;
+    let lines = v.bytes().filter(|&b| b == b'\n').count() as u128 + 1;
+    gotmpl::room(h, what, v.len() as u128 + n * lines)?;
+    let pad = " ".repeat(n as usize);
+    Ok(format!("{pad}{}", v.replace('\n', &format!("\n{pad}"))))
 }
 
 /// Byte-indexed slicing as Go does; a cut inside a UTF-8 sequence keeps the bytes (lossy).

@@ -1,0 +1,66 @@
+//! The render worker's cost per release: a real release (the Helm-format
+//! fixture's cluster class) rendered in process and through the sandboxed
+//! worker, side by side. Goal: under 20 ms added per render.
+//!
+//! `cargo build --release && cargo run --release --example bench_worker`
+//! (the worker is `target/release/clusterstack`; `CLUSTERSTACK_BIN` overrides).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clusterstack::release::ReleaseId;
+use clusterstack::render::worker::{Reply, Request, SandboxConfig, run_worker};
+use clusterstack::render::{RenderContext, render_cluster_class};
+
+const ROUNDS: u32 = 30;
+
+fn worker_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("CLUSTERSTACK_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/examples/bench_worker -> target/<profile>/clusterstack
+    let exe = std::env::current_exe().expect("own path");
+    exe.parent().and_then(Path::parent).map(|d| d.join("clusterstack")).expect("target directory")
+}
+
+#[tokio::main]
+async fn main() {
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/helm-stack/cluster-class");
+    let id = ReleaseId::from_tag("docker-ferrol-1-27-v3").expect("tag");
+    let ctx = RenderContext::new(&id, "capi-stacks");
+    let config = SandboxConfig::new(worker_binary());
+    let request = || Request {
+        chart_dir: chart.clone(),
+        release_name: ctx.release_name.clone(),
+        namespace: ctx.namespace.clone(),
+        chart_version: ctx.chart_version.clone(),
+        kube_version: None,
+        fuel: ctx.limits.fuel,
+        max_output_bytes: ctx.limits.max_output_bytes,
+    };
+    // Warm both paths (page cache, the binary's pages).
+    let objects = render_cluster_class(&chart, &ctx).expect("renders").len();
+    let _ = run_worker(&config, &request()).await.expect("worker");
+
+    let mut local = Duration::ZERO;
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        render_cluster_class(&chart, &ctx).expect("renders");
+        local += t.elapsed();
+    }
+    let mut remote = Duration::ZERO;
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        match run_worker(&config, &request()).await.expect("worker") {
+            Reply::Objects(o) => assert_eq!(o.len(), objects),
+            Reply::Failed(m) => panic!("{m}"),
+        }
+        remote += t.elapsed();
+    }
+    let (l, r) = (local.as_secs_f64() * 1e3 / ROUNDS as f64, remote.as_secs_f64() * 1e3 / ROUNDS as f64);
+    println!("release: helm-stack cluster class, {objects} objects, {ROUNDS} rounds");
+    println!("{:<24} {:>10}", "", "ms/render");
+    println!("{:<24} {:>10.2}", "in process", l);
+    println!("{:<24} {:>10.2}", "render worker", r);
+    println!("{:<24} {:>10.2}   (goal < 20 ms)", "added by the worker", r - l);
+}

@@ -1,0 +1,250 @@
+//! Rendering in a sandbox: the operator re-executes its own binary as a
+//! short-lived render worker (`clusterstack __render-worker`, hidden) with
+//! resource limits, and talks to it over a pipe, as Argo CD's repo server
+//! runs helm apart from its controller.
+//!
+//! Why a process and not a thread: a thread cannot be stopped, and an
+//! allocation failure or a stack overflow aborts the whole process. The
+//! engines have budgets of their own (steps, sizes, aliases, depth), but a
+//! missed one must cost one render, not every tenant's operator. The worker
+//! runs under `RLIMIT_AS` (address space), `RLIMIT_CPU` (CPU seconds) and
+//! `RLIMIT_CORE` 0, the parent enforces a wall-clock deadline and caps what
+//! it reads back; whatever kills the worker becomes a [`RenderError::Sandbox`]
+//! naming the release and the budget.
+//!
+//! Protocol: one JSON [`Request`] on the worker's stdin, one JSON [`Reply`]
+//! on its stdout, then the worker exits. Renders of different releases run
+//! in parallel, at most [`SandboxConfig::parallel`] at once.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::{RenderContext, RenderError, RenderLimits, render_cluster_class};
+
+/// The hidden subcommand the worker runs as.
+pub const WORKER_ARG: &str = "__render-worker";
+
+/// Where and within what a render worker runs.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// The operator's own binary.
+    pub exe: PathBuf,
+    /// `RLIMIT_AS`: the worker's address space, bytes.
+    pub address_space: u64,
+    /// `RLIMIT_CPU`: CPU seconds.
+    pub cpu_seconds: u64,
+    /// Wall-clock time before the worker is killed.
+    pub wall: Duration,
+    /// The largest reply read back, bytes.
+    pub max_reply_bytes: usize,
+    /// Workers running at once.
+    pub parallel: usize,
+}
+
+impl SandboxConfig {
+    /// The defaults for the operator's own binary.
+    pub fn new(exe: PathBuf) -> Self {
+        Self {
+            exe,
+            address_space: 1024 * 1024 * 1024,
+            cpu_seconds: 30,
+            wall: Duration::from_secs(60),
+            max_reply_bytes: 64 * 1024 * 1024,
+            parallel: 2,
+        }
+    }
+}
+
+static SANDBOX: OnceLock<(SandboxConfig, tokio::sync::Semaphore)> = OnceLock::new();
+
+/// Turns the sandbox on for this process (the operator does at start);
+/// without it renders run in process (tests, whose binary is no operator).
+pub fn enable(config: SandboxConfig) {
+    let permits = config.parallel.max(1);
+    let _ = SANDBOX.set((config, tokio::sync::Semaphore::new(permits)));
+}
+
+/// What the worker is asked to render.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub chart_dir: PathBuf,
+    pub release_name: String,
+    pub namespace: String,
+    pub chart_version: String,
+    pub kube_version: Option<String>,
+    pub fuel: u64,
+    pub max_output_bytes: usize,
+}
+
+/// What the worker answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Objects(Vec<DynamicObject>),
+    /// The render failed: the engine's message (it names file and line).
+    Failed(String),
+}
+
+/// Renders a cluster class in a worker when the sandbox is on, else in
+/// process on a blocking thread. `release` names the release in errors.
+pub async fn render_cluster_class_isolated(
+    release: &str,
+    chart_dir: PathBuf,
+    ctx: RenderContext,
+) -> Result<Vec<DynamicObject>, RenderError> {
+    let Some((config, slots)) = SANDBOX.get() else {
+        return tokio::task::spawn_blocking(move || render_cluster_class(&chart_dir, &ctx))
+            .await
+            .map_err(|e| sandbox(release, format!("the render task failed: {e}")))?;
+    };
+    let _slot = slots.acquire().await.map_err(|e| sandbox(release, e.to_string()))?;
+    let request = Request {
+        chart_dir,
+        release_name: ctx.release_name,
+        namespace: ctx.namespace,
+        chart_version: ctx.chart_version,
+        kube_version: ctx.kube_version,
+        fuel: ctx.limits.fuel,
+        max_output_bytes: ctx.limits.max_output_bytes,
+    };
+    match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
+        Reply::Objects(objects) => Ok(objects),
+        Reply::Failed(message) => Err(RenderError::Sandbox { release: release.to_string(), message }),
+    }
+}
+
+fn sandbox(release: &str, message: String) -> RenderError {
+    RenderError::Sandbox { release: release.to_string(), message }
+}
+
+/// Runs one worker for `request`; `Err` says which budget ended it.
+pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Reply, String> {
+    let input = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+    let mut command = tokio::process::Command::new(&config.exe);
+    command
+        .arg(WORKER_ARG)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .env_clear()
+        .kill_on_drop(true);
+    let (address_space, cpu) = (config.address_space, config.cpu_seconds);
+    // SAFETY: between fork and exec only async-signal-safe calls are made:
+    // setrlimit(2) on plain values, no allocation, no locks.
+    unsafe {
+        command.pre_exec(move || {
+            set_limit(libc::RLIMIT_AS, address_space)?;
+            // The soft limit sends SIGXCPU; the hard one a second later SIGKILL.
+            set_limits(libc::RLIMIT_CPU, cpu, cpu + 1)?;
+            set_limit(libc::RLIMIT_CORE, 0)?;
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| format!("cannot start the render worker: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("the render worker has no stdin")?;
+    let mut stdout = child.stdout.take().ok_or("the render worker has no stdout")?;
+    let mut stderr = child.stderr.take().ok_or("the render worker has no stderr")?;
+    let max = config.max_reply_bytes;
+    let work = async {
+        stdin.write_all(&input).await.map_err(|e| format!("writing to the render worker: {e}"))?;
+        drop(stdin);
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut out_reader = (&mut stdout).take(max as u64 + 1);
+        let mut err_reader = (&mut stderr).take(4096);
+        let (read_out, _) = tokio::join!(out_reader.read_to_end(&mut out), err_reader.read_to_end(&mut err));
+        read_out.map_err(|e| format!("reading from the render worker: {e}"))?;
+        if out.len() > max {
+            return Err(format!("the render's output is over the limit of {max} bytes (output budget)"));
+        }
+        let status = child.wait().await.map_err(|e| format!("waiting for the render worker: {e}"))?;
+        Ok::<_, String>((status, out, err))
+    };
+    let (status, out, err) = match tokio::time::timeout(config.wall, work).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(format!(
+                "the render took longer than {}s and was stopped (wall-time budget)",
+                config.wall.as_secs()
+            ));
+        }
+    };
+    if !status.success() {
+        return Err(describe_exit(config, status, &err));
+    }
+    serde_json::from_slice(&out).map_err(|e| format!("the render worker's reply is unreadable: {e}"))
+}
+
+fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+    set_limits(resource, value, value)
+}
+
+fn set_limits(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+    let limit = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+    // SAFETY: a plain system call on a valid, initialised struct.
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Why the worker ended, in terms of the budget it ran out of.
+fn describe_exit(config: &SandboxConfig, status: std::process::ExitStatus, stderr: &[u8]) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    let detail = String::from_utf8_lossy(stderr);
+    let detail = detail.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let memory = detail.contains("memory allocation") || detail.contains("out of memory");
+    match status.signal() {
+        Some(libc::SIGXCPU) | Some(libc::SIGKILL) if !memory => {
+            format!("the render used more than {} CPU seconds and was stopped (CPU budget)", config.cpu_seconds)
+        }
+        _ if memory => format!(
+            "the render needed more than {} MiB of memory and was stopped (memory budget)",
+            config.address_space / (1024 * 1024)
+        ),
+        Some(libc::SIGSEGV) | Some(libc::SIGBUS) => {
+            "the render worker overflowed its stack and was stopped (stack budget)".to_string()
+        }
+        Some(sig) => format!("the render worker was killed by signal {sig}"),
+        None => format!("the render worker exited with {status}"),
+    }
+}
+
+/// The worker's side: reads a [`Request`] from stdin, renders, writes the
+/// [`Reply`] to stdout. Runs before any runtime or logging is set up.
+pub fn serve() -> std::process::ExitCode {
+    use std::io::{Read as _, Write as _};
+    let mut input = Vec::new();
+    if std::io::stdin().read_to_end(&mut input).is_err() {
+        return std::process::ExitCode::FAILURE;
+    }
+    let reply = match serde_json::from_slice::<Request>(&input) {
+        Ok(r) => {
+            let mut ctx = RenderContext {
+                release_name: r.release_name,
+                namespace: r.namespace,
+                chart_version: r.chart_version,
+                cluster: None,
+                kube_version: r.kube_version,
+                limits: RenderLimits { fuel: r.fuel, max_output_bytes: r.max_output_bytes },
+                addon_values: Default::default(),
+            };
+            ctx.limits.max_output_bytes = r.max_output_bytes;
+            match render_cluster_class(&r.chart_dir, &ctx) {
+                Ok(objects) => Reply::Objects(objects),
+                Err(e) => Reply::Failed(e.to_string()),
+            }
+        }
+        Err(e) => Reply::Failed(format!("unreadable request: {e}")),
+    };
+    let Ok(bytes) = serde_json::to_vec(&reply) else { return std::process::ExitCode::FAILURE };
+    let mut out = std::io::stdout().lock();
+    if out.write_all(&bytes).and_then(|()| out.flush()).is_err() {
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}

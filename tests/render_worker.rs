@@ -1,0 +1,100 @@
+//! The render worker (issue 20): the operator's own binary, re-executed with
+//! resource limits, renders a release; a hostile one ends in an error naming
+//! the release and the budget, while the operator process lives on.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clusterstack::release::ReleaseId;
+use clusterstack::render::worker::{Reply, Request, SandboxConfig, run_worker};
+use clusterstack::render::{RenderContext, render_cluster_class};
+
+fn config() -> SandboxConfig {
+    let mut c = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_clusterstack")));
+    c.address_space = 512 * 1024 * 1024;
+    c.cpu_seconds = 2;
+    c.wall = Duration::from_secs(20);
+    c
+}
+
+fn request(chart_dir: &Path) -> Request {
+    Request {
+        chart_dir: chart_dir.to_path_buf(),
+        release_name: "docker-ferrol-1-27".into(),
+        namespace: "capi-stacks".into(),
+        chart_version: "v3".into(),
+        kube_version: None,
+        fuel: 50_000_000,
+        max_output_bytes: 16 * 1024 * 1024,
+    }
+}
+
+fn hostile_chart(dir: &Path, template: &str) -> PathBuf {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(dir.join("Chart.yaml"), "apiVersion: v2\nname: hostile\nversion: 0.1.0\n").unwrap();
+    std::fs::write(dir.join("templates/cm.yaml"), template).unwrap();
+    dir.to_path_buf()
+}
+
+#[tokio::test]
+async fn a_real_release_renders_the_same_through_the_worker() {
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/helm-stack/cluster-class");
+    let ctx = RenderContext::new(&ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap(), "capi-stacks");
+    let local = render_cluster_class(&chart, &ctx).unwrap();
+    let Reply::Objects(remote) = run_worker(&config(), &request(&chart)).await.unwrap() else {
+        panic!("the worker failed")
+    };
+    assert!(!local.is_empty());
+    assert_eq!(serde_json::to_value(&local).unwrap(), serde_json::to_value(&remote).unwrap());
+}
+
+#[tokio::test]
+async fn an_engine_error_comes_back_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = hostile_chart(dir.path(), "x: {{ repeat 100000000000 \"x\" }}\n");
+    let Reply::Failed(message) = run_worker(&config(), &request(&chart)).await.unwrap() else { panic!("rendered") };
+    assert!(message.contains("templates/cm.yaml:1") && message.contains("size limit"), "{message}");
+}
+
+#[tokio::test]
+async fn a_render_past_its_cpu_seconds_is_stopped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // Within the step budget for many seconds of CPU: only RLIMIT_CPU ends it.
+    let chart = hostile_chart(dir.path(), "{{ range until 30 }}{{ genPrivateKey \"rsa\" | len }}{{ end }}\n");
+    let mut request = request(&chart);
+    request.fuel = u64::MAX / 2;
+    let mut config = config();
+    config.cpu_seconds = 1;
+    let started = std::time::Instant::now();
+    let e = run_worker(&config, &request).await.expect_err("stopped");
+    assert!(e.contains("CPU budget") && e.contains("1 CPU seconds"), "{e}");
+    eprintln!("stopped after {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_render_past_its_memory_is_stopped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // 10 MB strings are within the engine's size limit; a few of them held
+    // at once are not within 128 MiB of address space.
+    let chart = hostile_chart(
+        dir.path(),
+        "{{ $a := list }}{{ range until 40 }}{{ $a = append $a (repeat 10000000 \"x\") }}{{ end }}{{ len $a }}\n",
+    );
+    let mut config = config();
+    config.address_space = 256 * 1024 * 1024;
+    let e = run_worker(&config, &request(&chart)).await.expect_err("stopped");
+    assert!(e.contains("memory budget") && e.contains("256 MiB"), "{e}");
+}
+
+#[tokio::test]
+async fn a_render_past_its_wall_time_is_stopped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = hostile_chart(dir.path(), "{{ range until 30 }}{{ genPrivateKey \"rsa\" | len }}{{ end }}\n");
+    let mut request = request(&chart);
+    request.fuel = u64::MAX / 2;
+    let mut config = config();
+    config.cpu_seconds = 60;
+    config.wall = Duration::from_millis(300);
+    let e = run_worker(&config, &request).await.expect_err("stopped");
+    assert!(e.contains("wall-time budget"), "{e}");
+}
