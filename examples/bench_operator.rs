@@ -16,8 +16,6 @@
 
 #[path = "common/mod.rs"]
 mod common;
-#[path = "../tests/fake_github/mod.rs"]
-mod fake_github;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -28,10 +26,10 @@ use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::{RunOptions, run};
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
-use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use serde_json::{Value, json};
 use support::ApiServer;
 use support::fixtures::{capi_crds, load_yaml};
+use support::github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use tokio_util::sync::CancellationToken;
 
 const CS: &str = "clusterstack.x-k8s.io/v1alpha1";

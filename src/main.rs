@@ -1,15 +1,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use clusterstack::cli::{Cli, run};
+use clusterstack::cli::{Cli, Command, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     clusterstack::install_crypto_provider();
     let cli = Cli::parse();
     cli.init_logging();
+    // `diff` exits as `kubectl diff`: 1 means "differences", so an error is 2.
+    let error_code = if matches!(cli.command, Command::Diff(_)) { ExitCode::from(2) } else { ExitCode::FAILURE };
     match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::from(1),
         Err(err) => {
             // One readable line per cause, outermost first.
             eprintln!("error: {err}");
@@ -18,7 +21,7 @@ async fn main() -> ExitCode {
                 eprintln!("  caused by: {cause}");
                 source = cause.source();
             }
-            ExitCode::FAILURE
+            error_code
         }
     }
 }

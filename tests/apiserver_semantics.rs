@@ -397,3 +397,64 @@ async fn secret_string_data_is_stored_encoded() {
     assert_eq!(created.data.unwrap()["token"].0, b"abc");
     assert!(created.string_data.is_none());
 }
+
+#[tokio::test]
+async fn dry_run_writes_are_validated_and_answered_but_never_stored() {
+    let server = ApiServer::start().await;
+    let client = server.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let applied = PatchParams::apply("m").force();
+    let live = api.patch("a", &applied, &Patch::Apply(cm("a", json!({"x": "1"}), json!({"k": "v"})))).await.unwrap();
+    let rv = server.resource_version();
+    let (mut watch, _) = {
+        let stream = watcher(api.clone(), watcher::Config::default()).boxed();
+        (stream, ())
+    };
+    // Drain the initial events so a later one would be the dry run's.
+    while let Some(ev) = watch.try_next().await.unwrap() {
+        if matches!(ev, watcher::Event::InitDone) {
+            break;
+        }
+    }
+
+    let mut dry = applied.clone();
+    dry.dry_run = true;
+    // Apply: the merged object, with the live resourceVersion and uid, another manager's field kept.
+    let merged = api.patch("a", &dry, &Patch::Apply(cm("a", json!({"x": "1"}), json!({"k": "w"})))).await.unwrap();
+    assert_eq!(merged.data.as_ref().unwrap()["k"], "w");
+    assert_eq!(merged.resource_version(), live.resource_version());
+    assert_eq!(merged.uid(), live.uid());
+    assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "v");
+    // An apply that would create: no resourceVersion, nothing stored.
+    let created = api.patch("b", &dry, &Patch::Apply(cm("b", json!({}), json!({"k": "v"})))).await.unwrap();
+    assert_eq!(created.resource_version(), None);
+    assert!(created.uid().is_some());
+    assert!(api.get_opt("b").await.unwrap().is_none());
+    // A conflict is still a conflict.
+    let other = PatchParams { dry_run: true, ..PatchParams::apply("other") };
+    let e = api.patch("a", &other, &Patch::Apply(cm("a", json!({}), json!({"k": "z"})))).await.unwrap_err();
+    assert!(matches!(e, kube::Error::Api(ref s) if s.code == 409), "{e:?}");
+    // Create, merge patch and delete as dry runs.
+    let pp = PostParams { dry_run: true, ..Default::default() };
+    api.create(&pp, &cm("c", json!({}), json!({}))).await.unwrap();
+    let mp = PatchParams { dry_run: true, ..Default::default() };
+    api.patch("a", &mp, &Patch::Merge(json!({"data": {"k": "q"}}))).await.unwrap();
+    api.delete("a", &DeleteParams { dry_run: true, ..Default::default() }).await.unwrap();
+    assert!(api.get_opt("c").await.unwrap().is_none());
+    assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "v");
+    assert_eq!(server.resource_version(), rv, "a dry run moved the store");
+    // No watch event came of any of it.
+    let quiet = tokio::time::timeout(Duration::from_millis(300), watch.try_next()).await;
+    assert!(quiet.is_err(), "a watch saw a dry run: {quiet:?}");
+
+    // Only `All` is a dry-run value.
+    let url = format!("{}/api/v1/namespaces/default/configmaps/a?fieldManager=m&dryRun=Some", server.url());
+    let answer = reqwest::Client::new()
+        .patch(url)
+        .header("content-type", "application/apply-patch+yaml")
+        .body(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+}

@@ -1,6 +1,8 @@
 //! The exact requests the apply engine sends, checked request by request with `tower-test`.
 
-use clusterstack::apply::{Applier, ApplyOptions, FIELD_MANAGER, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner};
+use clusterstack::apply::{
+    Action, Applier, ApplyOptions, FIELD_MANAGER, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner,
+};
 use http::{Method, Request, Response};
 use kube::Client;
 use kube::api::DynamicObject;
@@ -93,8 +95,8 @@ async fn server_side_apply_request_is_exact() {
     let applier = Applier::new(client).with_concurrency(1);
     let owner = ReleaseOwner::new("docker-ferrol-1-27-v2", "stacks");
     let report = applier.apply(&[role, cm], &ApplyOptions::new(owner)).await.unwrap();
-    assert!(report.all_synced(), "{:?}", report.inventory);
-    assert_eq!(report.created.len(), 2);
+    assert!(report.all_ok(), "{:?}", report);
+    assert_eq!(report.with(Action::Created).len(), 2);
     let seen = server.await.unwrap();
     let paths: Vec<String> = seen.iter().map(|s| format!("{} {}", s.method, s.path)).collect();
     assert_eq!(

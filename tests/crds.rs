@@ -41,11 +41,11 @@ fn committed_crds_match_the_code() {
 }
 
 #[test]
-fn the_stream_parses_back_into_three_crds() {
+fn the_stream_parses_back_into_four_crds() {
     let yaml = api::crds_yaml().unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
     let kinds: Vec<&str> = docs.iter().map(|d| d["spec"]["names"]["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["ClusterStack", "ClusterStackRelease", "ClusterAddon"]);
+    assert_eq!(kinds, ["ClusterStack", "ClusterStackRelease", "ClusterAddon", "ClusterStackRollout"]);
     for doc in &docs {
         assert_eq!(doc["spec"]["group"], "clusterstack.x-k8s.io");
         assert_eq!(doc["spec"]["scope"], "Namespaced");
@@ -72,6 +72,19 @@ fn short_names_and_print_columns_match_the_go_operator() {
         ["Provider", "ClusterStack", "K8s", "Channel", "Autosubscribe", "Usable", "Latest", "Age", "Reason", "Message"]
     );
     assert_eq!(column_names("clusterstackreleases"), ["K8s Version", "Ready", "Age", "Reason", "Message"]);
+}
+
+#[test]
+fn the_rollout_kind_has_its_short_name_columns_and_defaults() {
+    assert_eq!(crd_json("clusterstackrollouts")["spec"]["names"]["shortNames"], json!(["cskro"]));
+    assert_eq!(column_names("clusterstackrollouts"), ["Target", "Phase", "Wave", "Healthy", "Failed", "Age"]);
+    let props = &schema("clusterstackrollouts")["properties"]["spec"]["properties"];
+    assert_eq!(props["target"]["default"], "latest");
+    assert_eq!(props["failurePolicy"]["properties"]["rollback"]["enum"], json!(["Automatic", "Never"]));
+    assert_eq!(schema("clusterstackrollouts")["properties"]["spec"]["required"], json!(["clusterStackRef"]));
+    // maxConcurrent takes a number or a percentage.
+    let wave = &props["waves"]["items"]["properties"];
+    assert_eq!(wave["maxConcurrent"]["x-kubernetes-int-or-string"], true, "{wave:#}");
 }
 
 #[test]

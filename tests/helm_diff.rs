@@ -20,8 +20,8 @@ use helm_render::yaml_to_value;
 use helm_render::{HelmOptions, load_chart, render_chart};
 use serde_json::Value as Json;
 
-/// Known differences, each written up in MISMATCHES.md for its owner: (chart, kube version
-/// given, object key, JSON pointer, why). Both sides' values there are set aside before the
+/// Known differences, this list being their record: (chart, kube version given, object key,
+/// JSON pointer, why). Both sides' values there are set aside before the
 /// comparison; an entry that agrees again is reported so that it can go.
 const KNOWN: &[(&str, Option<&str>, &str, &str, &str)] = &[
     ("files", None, "v1/ConfigMap//files-get", "/data/binB64", ".Files.Get of a binary file loses bytes"),
@@ -48,7 +48,7 @@ const KNOWN: &[(&str, Option<&str>, &str, &str, &str)] = &[
 ];
 
 /// Charts (with the kube version given) our renderer is known to fail on or to accept where helm
-/// fails, written up in MISMATCHES.md.
+/// fails, with why (this list is their record).
 const KNOWN_FAILURES: &[(&str, Option<&str>, &str)] = &[
     ("sprig", None, "htpasswd with two arguments (fixed on branch sprig, not merged here yet)"),
     ("errors/bad-yaml", None, "output that is not YAML is not rejected"),
@@ -71,7 +71,7 @@ fn set_aside_known(case: &Case, helm: &mut BTreeMap<String, Json>, ours: &mut BT
         if hv == ov {
             notes.push(format!("known mismatch now agrees, remove it from KNOWN: {chart} {key} {pointer} ({why})"));
         } else {
-            eprintln!("KNOWN mismatch (MISMATCHES.md): {chart} {key} {pointer}: {why}");
+            eprintln!("KNOWN mismatch (listed in KNOWN): {chart} {key} {pointer}: {why}");
         }
         *hv = Json::String("<known mismatch>".into());
         *ov = Json::String("<known mismatch>".into());
@@ -195,7 +195,10 @@ fn compare(helm_bin: &Path, case: &Case) -> Option<String> {
     let ours = match render_ours(&dir, case) {
         Ok(ours) => ours,
         Err(e) if known_failure(case).is_some() => {
-            eprintln!("KNOWN failure (MISMATCHES.md): {label}: {}\n  ours: {e}", known_failure(case).unwrap_or(""));
+            eprintln!(
+                "KNOWN failure (listed in KNOWN_FAILURES): {label}: {}\n  ours: {e}",
+                known_failure(case).unwrap_or("")
+            );
             return None;
         }
         Err(e) => return Some(format!("=== {label}: helm renders it, ours fails:\n{e}\n")),
@@ -328,7 +331,11 @@ fn both_fail(helm_bin: &Path, case: &Case) -> Option<(String, String)> {
     let ours = match render_ours(&dir, case) {
         Err(e) => e,
         Ok(_) if known_failure(case).is_some() => {
-            eprintln!("KNOWN failure (MISMATCHES.md): {}: {}", case.chart, known_failure(case).unwrap_or(""));
+            eprintln!(
+                "KNOWN failure (listed in KNOWN_FAILURES): {}: {}",
+                case.chart,
+                known_failure(case).unwrap_or("")
+            );
             return None;
         }
         Ok(docs) => panic!("{}: ours renders it, helm fails with:\n{theirs}\nours:\n{docs:?}", case.chart),

@@ -11,7 +11,6 @@
 //! sha256-checked) and names in `CLUSTERSTACK_PROMTOOL`. Without it a local run prints a loud
 //! SKIPPED line; with `CI=true` a missing promtool fails.
 
-mod fake_github;
 mod support;
 
 use std::collections::BTreeSet;
@@ -23,8 +22,8 @@ use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::RunOptions;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
-use fake_github::{FakeAsset, FakeGitHub, FakeRelease};
 use serde_json::{Value, json};
+use support::github::{FakeAsset, FakeGitHub, FakeRelease};
 use support::operator::{Operator, capi_server};
 
 const INSTALL_HINT: &str = "run `.ci/run` (it unpacks Debian's prometheus package into target/ci-tools) or set \

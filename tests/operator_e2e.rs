@@ -1,88 +1,26 @@
 //! The whole operator, in-process, against the API server double and the repository's built
 //! `releases/` (served as a `dir:` source, or through the fake GitHub where GitHub is the point).
 
-mod fake_github;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clusterstack::api::{ClusterStack, ClusterStackRelease};
-use clusterstack::controller::context::Settings;
 use clusterstack::controller::run::RunOptions;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
-use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use kube::Api;
 use kube::api::DeleteParams;
-use serde_json::{Value, json};
-use support::operator::Operator;
+use serde_json::json;
+use support::github::{FakeGitHub, Route};
+use support::operator::{
+    CC, CS, NS, Operator, cluster, condition, publish, ready, release, release_names, releases_dir, server, settings,
+    stack, wait_for,
+};
 use support::{ApiServer, RequestMatch};
 use tokio_util::sync::CancellationToken;
-
-const NS: &str = "stacks";
-const CC: &str = "cluster.x-k8s.io/v1beta1";
-const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
-const WAIT: Duration = Duration::from_secs(30);
-
-fn releases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("releases")
-}
-
-/// A server with our CRDs, the CAPI CRDs (Cluster included) and the namespaces.
-async fn server() -> ApiServer {
-    support::operator::capi_server(&[NS, "workloads"]).await
-}
-
-fn settings(source: SourceSpec, cache: &Path) -> Settings {
-    let mut s = Settings::new(source, cache);
-    s.poll_interval = Duration::from_secs(1);
-    s.resync_interval = Duration::from_secs(3600);
-    s.backoff.base = Duration::from_millis(100);
-    s.backoff.cap = Duration::from_secs(1);
-    s
-}
-
-fn stack(name: &str, versions: &[&str], auto_subscribe: bool) -> Value {
-    json!({
-        "apiVersion": CS, "kind": "ClusterStack",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27",
-                 "channel": "stable", "versions": versions, "autoSubscribe": auto_subscribe, "pollInterval": "1s"}
-    })
-}
-
-fn release(server: &ApiServer, tag: &str) -> Option<Value> {
-    server.get_object(CS, "ClusterStackRelease", Some(NS), tag)
-}
-
-fn release_names(server: &ApiServer) -> Vec<String> {
-    let mut v: Vec<String> = server
-        .list_objects(CS, "ClusterStackRelease")
-        .iter()
-        .map(|r| r["metadata"]["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
-fn ready(server: &ApiServer, tag: &str) -> bool {
-    release(server, tag).is_some_and(|r| r["status"]["ready"] == true)
-}
-
-fn condition(obj: &Value, type_: &str) -> Option<Value> {
-    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_).cloned()
-}
-
-/// Polls `check` every 50 ms until it holds; panics with `what` after `WAIT`.
-async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn writes(server: &ApiServer) -> Vec<String> {
     server
@@ -91,14 +29,6 @@ fn writes(server: &ApiServer) -> Vec<String> {
         .filter(|r| ["create", "update", "patch", "delete"].contains(&r.verb.as_str()))
         .map(|r| format!("{} {} {}/{} {}", r.verb, r.resource, r.namespace, r.name, r.subresource))
         .collect()
-}
-
-fn cluster(name: &str, namespace: &str, class: &str) -> Value {
-    json!({
-        "apiVersion": CC, "kind": "Cluster",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"topology": {"class": class, "classNamespace": NS, "version": "v1.27.5"}}
-    })
 }
 
 #[tokio::test]
@@ -346,18 +276,6 @@ async fn a_restart_in_the_middle_of_an_apply_converges_without_duplicates() {
     keys.dedup();
     assert_eq!(keys.len(), n, "inventory without duplicates: {keys:?}");
     op.stop().await;
-}
-
-/// Publishes `releases/<tag>/` on the fake GitHub, every file an asset.
-fn publish(fake: &FakeGitHub, tag: &str) {
-    let mut release = FakeRelease::new(tag);
-    let mut files: Vec<_> = std::fs::read_dir(releases_dir().join(tag)).unwrap().map(|f| f.unwrap().path()).collect();
-    files.sort();
-    for f in files {
-        let name = f.file_name().unwrap().to_str().unwrap().to_string();
-        release = release.asset(FakeAsset::new(&name, std::fs::read(&f).unwrap()));
-    }
-    fake.add_release("acme", "stacks", release);
 }
 
 #[tokio::test]

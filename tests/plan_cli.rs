@@ -156,3 +156,19 @@ fn clusters_say_whether_their_addons_would_be_reapplied_and_why() {
     let demo = line("default/demo:");
     assert!(demo.contains("nothing to apply") && demo.contains("keeps addon version v2"), "{text}");
 }
+
+#[test]
+fn a_rollout_shows_its_waves_first_moves_and_incompatible_clusters() {
+    let out = plan(&["-f", "docs/examples/rollout.yaml", "--clusters", "docs/examples/rollout-clusters.yaml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ClusterStackRollout default/ferrol: target docker-ferrol-1-27-v3"), "{text}");
+    assert!(text.contains("wave canary (1 Clusters, 1 at once)"), "{text}");
+    assert!(text.contains("team-a/canary") && text.contains("-> docker-ferrol-1-27-v3"), "{text}");
+    assert!(text.contains("(moves first)"), "{text}");
+    assert!(text.contains("wave rest (2 Clusters, 2 at once)"), "{text}");
+    assert!(
+        text.contains("team-b/legacy") && text.contains("INCOMPATIBLE: variable \"workerCount\" is required"),
+        "{text}"
+    );
+}

@@ -11,11 +11,11 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use clusterstack::api::NodeImageStatus;
 use clusterstack::provider::docker::DockerSettings;
-use clusterstack::provider::oci::{Credentials, RegistryConfig};
 use clusterstack::provider::{
     DockerProvider, Gate, GateConfig, GateState, NodeImageProvider, NodeImagesFile, Progress, ProviderRegistry,
     ReleaseContext,
 };
+use clusterstack::registry::{Credentials, RegistryConfig};
 use clusterstack::release::{ReleaseId, ReleaseMetadata};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 

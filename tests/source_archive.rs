@@ -1,10 +1,10 @@
 //! Safe extraction: hostile archives are refused with typed errors that name
 //! the archive and the entry, and nothing lands outside the destination.
 
-mod source_support;
+mod support;
 
 use clusterstack::source::archive::{ArchiveError, ExtractLimits, extract_tgz, extract_tgz_from};
-use source_support::{RawEntry, raw_tar, tgz};
+use support::releases::{RawEntry, raw_tar, tgz};
 use tar::EntryType;
 
 fn extract_bytes(

@@ -1,6 +1,6 @@
 //! The release cache: verification, atomicity, crash recovery, locking, prune.
 
-mod source_support;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,7 +10,7 @@ use clusterstack::source::cache::{CLUSTER_CLASS_DIR, MANIFEST_FILE, TMP_DIR, Ver
 use clusterstack::source::{
     CacheError, DirSource, FetchPolicy, ReleaseCache, ReleaseSource, SourceError, Verification,
 };
-use source_support::{CountingSource, ReleaseOpts, listed, sha256_hex, write_release};
+use support::releases::{CountingSource, ReleaseOpts, listed, sha256_hex, write_release};
 
 const TAG: &str = "docker-ferrol-1-27-v2";
 const VERIFIED: FetchPolicy = FetchPolicy { require_verified: true };
@@ -202,7 +202,7 @@ async fn a_hostile_archive_caches_nothing() {
     let src = tempfile::tempdir().unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let dir = write_release(src.path(), &ReleaseOpts { sha256sums: false, ..Default::default() });
-    let evil = source_support::raw_tar(&[source_support::RawEntry {
+    let evil = support::releases::raw_tar(&[support::releases::RawEntry {
         name: "../../escape",
         kind: tar::EntryType::Regular,
         link: None,

@@ -1,10 +1,10 @@
 //! `clusterstack releases` and `clusterstack pull` against a directory source.
 
-mod source_support;
+mod support;
 
 use std::process::{Command, Output};
 
-use source_support::{ReleaseOpts, sha256_hex, write_release};
+use support::releases::{ReleaseOpts, sha256_hex, write_release};
 
 /// The binary with a clean environment for source selection.
 fn clusterstack(args: &[&str], cwd: &std::path::Path) -> Output {

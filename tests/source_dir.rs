@@ -1,10 +1,10 @@
 //! The directory source: both layouts, foreign tags, SHA256SUMS digests.
 
-mod source_support;
+mod support;
 
 use clusterstack::source::github::{GitHubClient, GitHubConfig};
 use clusterstack::source::{self, AnySource, DigestCoverage, DirSource, NoProgress, ReleaseSource, SourceSpec};
-use source_support::{ReleaseOpts, sha256_hex, write_release};
+use support::releases::{ReleaseOpts, sha256_hex, write_release};
 
 #[tokio::test]
 async fn lists_releases_and_counts_foreign_tags() {

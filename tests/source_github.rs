@@ -1,14 +1,14 @@
 //! The GitHub release source against a loopback fake GitHub (no test contacts GitHub).
 
-mod fake_github;
+mod support;
 
 use std::time::Duration;
 
 use clusterstack::release::ReleaseId;
 use clusterstack::source::github::{ClientOptions, GitHubClient, GitHubConfig, GitHubSource, RetryPolicy, Token};
 use clusterstack::source::{AssetLocator, ListedRelease, NoProgress, ReleaseSource, SourceError};
-use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use sha2::{Digest, Sha256};
+use support::github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 
 const SECRET: &str = "ghp_TopSecretTokenValue123";
 

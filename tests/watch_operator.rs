@@ -2,84 +2,29 @@
 //! in-process against the API server double, with the periodic resync set to an hour so that
 //! only a watch (or the poller) can explain a reaction.
 
-mod fake_github;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clusterstack::controller::context::Settings;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
-use fake_github::{FakeAsset, FakeGitHub, FakeRelease, Route};
 use serde_json::{Value, json};
 use support::ApiServer;
 use support::fixtures::load_yaml;
-use support::operator::Operator;
+use support::github::{FakeGitHub, Route};
+use support::operator::{
+    NS, Operator, WAIT, WORKLOADS, cluster, publish, ready_in, release_in, releases_dir, server, settings, stack_in,
+    wait_within,
+};
 
-const NS: &str = "stacks";
-const CC: &str = "cluster.x-k8s.io/v1beta1";
-const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
-const WAIT: Duration = Duration::from_secs(30);
 /// What "within seconds" means here.
 const REACTION: Duration = Duration::from_secs(5);
 /// After a 410 Gone the watcher backs off before it lists again (about 2 s on a quiet machine);
 /// a loaded 2-core CI machine needs more room than a live watch does.
 const GAP_REACTION: Duration = Duration::from_secs(15);
 const V3: &str = "docker-ferrol-1-27-v3";
-
-fn releases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("releases")
-}
-
-/// A server with our CRDs, the CAPI CRDs (Cluster included) and the namespaces.
-async fn server() -> ApiServer {
-    support::operator::capi_server(&[NS, "workloads"]).await
-}
-
-fn settings(source: SourceSpec, cache: &Path) -> Settings {
-    let mut s = Settings::new(source, cache);
-    s.poll_interval = Duration::from_secs(1);
-    s.resync_interval = Duration::from_secs(3600);
-    s.backoff.base = Duration::from_millis(100);
-    s.backoff.cap = Duration::from_secs(1);
-    s
-}
-
-fn stack_in(ns: &str, name: &str, versions: &[&str], auto_subscribe: bool, poll: &str) -> Value {
-    json!({
-        "apiVersion": CS, "kind": "ClusterStack",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"provider": "docker", "name": "ferrol", "kubernetesVersion": "1.27",
-                 "channel": "stable", "versions": versions, "autoSubscribe": auto_subscribe, "pollInterval": poll}
-    })
-}
-
-fn release_in(server: &ApiServer, ns: &str, tag: &str) -> Option<Value> {
-    server.get_object(CS, "ClusterStackRelease", Some(ns), tag)
-}
-
-fn ready_in(server: &ApiServer, ns: &str, tag: &str) -> bool {
-    release_in(server, ns, tag).is_some_and(|r| r["status"]["ready"] == true)
-}
-
-async fn wait_within(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> Duration {
-    let start = tokio::time::Instant::now();
-    while !check() {
-        assert!(start.elapsed() < limit, "timed out ({limit:?}) waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    start.elapsed()
-}
-
-fn cluster(name: &str, class: &str) -> Value {
-    json!({
-        "apiVersion": CC, "kind": "Cluster",
-        "metadata": {"name": name, "namespace": "workloads"},
-        "spec": {"topology": {"class": class, "classNamespace": NS, "version": "v1.27.5"}}
-    })
-}
 
 const KCPT: &str = "controlplane.cluster.x-k8s.io/v1beta1";
 
@@ -151,14 +96,14 @@ async fn clusters_moving_class_and_going_are_seen_within_seconds() {
     server.put_object(stack_in(NS, "ferrol", &["v1"], true, "1h"));
     wait_within("v1 ready", WAIT, || ready_in(&server, NS, "docker-ferrol-1-27-v1")).await;
     wait_within("v3 ready", WAIT, || ready_in(&server, NS, V3)).await;
-    server.put_object(cluster("dev", "docker-ferrol-1-27-v1"));
+    server.put_object(cluster("dev", WORKLOADS, "docker-ferrol-1-27-v1"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Unpinned: v1 stays while the Cluster uses it.
     server.put_object(stack_in(NS, "ferrol", &[], true, "1h"));
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(release_in(&server, NS, "docker-ferrol-1-27-v1").is_some(), "v1 is in use and must stay");
     // The Cluster moves to v3: v1 goes within seconds.
-    server.put_object(cluster("dev", V3));
+    server.put_object(cluster("dev", WORKLOADS, V3));
     let took = wait_within("v1 deleted after the Cluster moved", REACTION, || {
         release_in(&server, NS, "docker-ferrol-1-27-v1").is_none()
     })
@@ -207,17 +152,6 @@ async fn a_quiet_period_sends_no_api_request() {
         server.requests().iter().map(|r| format!("{} {} {}/{}", r.verb, r.resource, r.namespace, r.name)).collect();
     assert!(requests.is_empty(), "the idle operator sent {} request(s): {requests:#?}", requests.len());
     op.stop().await;
-}
-
-fn publish(fake: &FakeGitHub, tag: &str) {
-    let mut release = FakeRelease::new(tag);
-    let mut files: Vec<_> = std::fs::read_dir(releases_dir().join(tag)).unwrap().map(|f| f.unwrap().path()).collect();
-    files.sort();
-    for f in files {
-        let name = f.file_name().unwrap().to_str().unwrap().to_string();
-        release = release.asset(FakeAsset::new(&name, std::fs::read(&f).unwrap()));
-    }
-    fake.add_release("acme", "stacks", release);
 }
 
 #[tokio::test]

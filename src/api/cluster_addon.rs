@@ -73,6 +73,9 @@ pub struct ClusterAddonStatus {
     /// Why the last hold ended (`Completed`, `DeadlineExceeded`, `Skipped`). Our addition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_result: Option<String>,
+    /// The `.metadata.generation` this status was computed for (kstatus).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// Whether every addon is applied.
     #[serde(default)]
     pub ready: bool,

@@ -19,6 +19,13 @@ pub const RENDERED: &str = "Rendered";
 /// Condition type (ClusterStackRelease): every rendered object was applied.
 pub const APPLIED: &str = "Applied";
 
+/// Condition type (kstatus): the controller is working towards the desired state. Present and
+/// `True` only while work is in progress; removed when done or stalled.
+pub const RECONCILING: &str = "Reconciling";
+/// Condition type (kstatus): the controller cannot make progress without a change (to the
+/// spec, the release, or the environment). Present and `True` only then.
+pub const STALLED: &str = "Stalled";
+
 /// Condition status values.
 pub const TRUE: &str = "True";
 /// Condition status `False`.
@@ -60,6 +67,8 @@ pub mod reason {
     pub const IN_USE: &str = "InUse";
     /// Deleting what the release applied.
     pub const DELETING: &str = "Deleting";
+    /// (ClusterStack `Stalled`) a kept release cannot progress without a change.
+    pub const RELEASE_STALLED: &str = "ReleaseStalled";
 }
 
 /// Builds a condition without a transition time; [`set_condition`] fills it in.
@@ -108,6 +117,54 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: &
     changed
 }
 
+/// Where an object stands, in the terms of kstatus (`sigs.k8s.io/cli-utils/pkg/kstatus`), which
+/// `kubectl wait`, Flux and Argo CD read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Nothing left to do: neither `Reconciling` nor `Stalled` is present.
+    Done,
+    /// Work is under way: `Reconciling` is `True` with this reason and message.
+    Reconciling { reason: String, message: String },
+    /// No progress is possible without a change: `Stalled` is `True` with this reason and message.
+    Stalled { reason: String, message: String },
+}
+
+/// The progress implied by the `Ready` condition already set: done when it is `True`, stalled
+/// when its reason is one of `stalled_reasons`, reconciling otherwise (with Ready's reason and
+/// message, so the two never disagree).
+pub fn progress_from_ready(conditions: &[Condition], stalled_reasons: &[&str]) -> Progress {
+    match find(conditions, READY) {
+        Some(c) if c.status == TRUE => Progress::Done,
+        Some(c) if stalled_reasons.contains(&c.reason.as_str()) => {
+            Progress::Stalled { reason: c.reason.clone(), message: c.message.clone() }
+        }
+        Some(c) => Progress::Reconciling { reason: c.reason.clone(), message: c.message.clone() },
+        None => Progress::Reconciling { reason: reason::PROGRESSING.into(), message: String::new() },
+    }
+}
+
+/// Sets the kstatus conditions for `progress`: at most one of `Reconciling` and `Stalled`, and
+/// only when `True` (kstatus reads an absent abnormal-true condition as `False`). Deterministic as
+/// [`set_condition`] is; returns whether anything changed.
+pub fn set_progress(conditions: &mut Vec<Condition>, progress: Progress, generation: Option<i64>, now: &Time) -> bool {
+    let (keep, set) = match progress {
+        Progress::Done => (None, None),
+        Progress::Reconciling { reason, message } => {
+            (Some(RECONCILING), Some(condition(RECONCILING, TRUE, &reason, message, generation)))
+        }
+        Progress::Stalled { reason, message } => {
+            (Some(STALLED), Some(condition(STALLED, TRUE, &reason, message, generation)))
+        }
+    };
+    let before = conditions.len();
+    conditions.retain(|c| !(c.type_ == RECONCILING || c.type_ == STALLED) || Some(c.type_.as_str()) == keep);
+    let mut changed = conditions.len() != before;
+    if let Some(c) = set {
+        changed |= set_condition(conditions, c, now);
+    }
+    changed
+}
+
 /// The condition of the given type, if set.
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
@@ -121,6 +178,33 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kstatus_conditions_follow_ready_and_never_coexist() {
+        let t0 = time("2026-01-01T00:00:00Z");
+        let t1 = time("2026-01-01T00:05:00Z");
+        let mut conds = vec![];
+        set_condition(&mut conds, condition(READY, FALSE, reason::DOWNLOADING, "1 of 2", Some(1)), &t0);
+        let p = progress_from_ready(&conds, &[reason::RENDER_FAILED]);
+        assert_eq!(p, Progress::Reconciling { reason: reason::DOWNLOADING.into(), message: "1 of 2".into() });
+        assert!(set_progress(&mut conds, p.clone(), Some(1), &t0));
+        assert!(is_true(&conds, RECONCILING) && find(&conds, STALLED).is_none());
+        // The same again: no change, no new time.
+        assert!(!set_progress(&mut conds, p, Some(1), &t1));
+        assert_eq!(find(&conds, RECONCILING).unwrap().last_transition_time, Some(t0.clone()));
+        // Stalled replaces Reconciling.
+        set_condition(&mut conds, condition(READY, FALSE, reason::RENDER_FAILED, "bad", Some(1)), &t1);
+        let p = progress_from_ready(&conds, &[reason::RENDER_FAILED]);
+        assert_eq!(p, Progress::Stalled { reason: reason::RENDER_FAILED.into(), message: "bad".into() });
+        assert!(set_progress(&mut conds, p, Some(1), &t1));
+        assert!(is_true(&conds, STALLED) && find(&conds, RECONCILING).is_none());
+        // Ready: both gone.
+        set_condition(&mut conds, condition(READY, TRUE, reason::SUCCEEDED, "", Some(1)), &t1);
+        assert_eq!(progress_from_ready(&conds, &[]), Progress::Done);
+        assert!(set_progress(&mut conds, Progress::Done, Some(1), &t1));
+        assert_eq!(conds.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), vec![READY]);
+        assert!(!set_progress(&mut conds, Progress::Done, Some(1), &t1));
+    }
 
     fn time(s: &str) -> Time {
         Time(s.parse().unwrap())

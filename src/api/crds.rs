@@ -3,11 +3,11 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::{ClusterAddon, ClusterStack, ClusterStackRelease};
+use super::{ClusterAddon, ClusterStack, ClusterStackRelease, ClusterStackRollout};
 
 /// Every CRD of the project, in a stable order.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    vec![ClusterStack::crd(), ClusterStackRelease::crd(), ClusterAddon::crd()]
+    vec![ClusterStack::crd(), ClusterStackRelease::crd(), ClusterAddon::crd(), ClusterStackRollout::crd()]
 }
 
 /// The file name a CRD is kept under in `crds/`: `<group>_<plural>.yaml`,

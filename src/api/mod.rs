@@ -6,6 +6,7 @@
 mod cluster_addon;
 mod cluster_stack;
 mod cluster_stack_release;
+mod cluster_stack_rollout;
 mod common;
 pub mod conditions;
 mod crds;
@@ -17,6 +18,10 @@ pub use cluster_stack::{
 };
 pub use cluster_stack_release::{
     ClusterStackRelease, ClusterStackReleaseSpec, ClusterStackReleaseStatus, NodeImageStatus,
+};
+pub use cluster_stack_rollout::{
+    ClassVersion, ClusterStackRollout, ClusterStackRolloutSpec, ClusterStackRolloutStatus, FailurePolicy, HealthCheck,
+    LocalObjectRef, MaintenanceWindow, RETRY_REQUESTED_AT, RollbackPolicy, RolloutClusterStatus, Wave,
 };
 pub use common::{Condition, ObjectRef, ResourceStatus, SyncStatus};
 pub use crds::{all_crds, crd_file_name, crd_yaml, crds_yaml};

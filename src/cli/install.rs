@@ -268,10 +268,15 @@ fn cluster_roles() -> Vec<ClusterRole> {
 fn core_rules() -> Vec<PolicyRule> {
     let g = api::GROUP;
     let rules = vec![
-        rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons"], MANAGE),
+        rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons", "clusterstackrollouts"], MANAGE),
         rule(
             g,
-            &["clusterstacks/status", "clusterstackreleases/status", "clusteraddons/status"],
+            &[
+                "clusterstacks/status",
+                "clusterstackreleases/status",
+                "clusteraddons/status",
+                "clusterstackrollouts/status",
+            ],
             &["get", "update", "patch"],
         ),
         // Setting blockOwnerDeletion on owner references needs update on the owner's finalizers.
@@ -285,6 +290,8 @@ fn core_rules() -> Vec<PolicyRule> {
         // GitHub tokens named by `spec.source.github.tokenSecretRef`.
         rule("", &["secrets"], &["get"]),
         rule("cluster.x-k8s.io", &["clusters"], READ),
+        // Rollouts move Clusters: a server-side apply of `spec.topology` class and version only.
+        rule("cluster.x-k8s.io", &["clusters"], &["patch"]),
         // Addons: platform values, and the control plane and infrastructure cluster of a Cluster
         // that addon templates see.
         rule("", &["configmaps"], &["get"]),
@@ -683,11 +690,13 @@ mod tests {
             "clusterstack.x-k8s.io/clusteraddons:create",
             "clusterstack.x-k8s.io/clusteraddons/status:patch",
             "/configmaps:get",
+            "clusterstack.x-k8s.io/clusterstackrollouts:watch",
+            "clusterstack.x-k8s.io/clusterstackrollouts/status:patch",
+            "cluster.x-k8s.io/clusters:patch",
         ] {
             assert!(has(needed), "missing {needed}");
         }
         for denied in [
-            "cluster.x-k8s.io/clusters:patch",
             "cluster.x-k8s.io/clusters:delete",
             "/secrets:list",
             "/secrets:watch",

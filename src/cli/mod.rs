@@ -4,12 +4,16 @@
 
 mod build;
 mod crds;
+pub mod describe;
+pub mod describe_tree;
+pub mod diff;
 mod install;
 pub use install::MALLOC_ARENA_MAX;
 mod install_hooks;
 mod install_monitoring;
 pub mod operator;
 mod plan;
+mod plan_rollout;
 pub mod publish;
 pub mod pull;
 pub mod releases;
@@ -25,6 +29,12 @@ pub struct Cli {
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, global = true, env = "CLUSTERSTACK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// More log lines on stderr: `-v` our progress (info), `-vv` debug, `-vvv` everything.
+    /// Interactive commands print only their result and warnings by default; `RUST_LOG`
+    /// overrides this; the `operator` command always logs at info.
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     #[command(subcommand)]
     pub command: Command,
@@ -56,6 +66,11 @@ pub enum Command {
     Pull(pull::PullArgs),
     /// Push a built release directory to an OCI registry as an ORAS-style artifact.
     Publish(publish::PublishArgs),
+    /// Show what applying a release would change in the cluster (dry-run server-side apply);
+    /// exits 0 when nothing would change, 1 when something would, 2 on an error.
+    Diff(diff::DiffArgs),
+    /// Show one tree of a ClusterStack's state (releases, Clusters, addons, rollout), or of a Cluster's.
+    Describe(describe::DescribeArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
     Operator(Box<crate::controller::config::OperatorArgs>),
 }
@@ -84,22 +99,50 @@ pub enum CliError {
 }
 
 impl Cli {
-    /// Sets up `tracing`; the filter comes from `RUST_LOG` (default `info`).
+    /// Sets up `tracing`. The operator logs at `info` (JSON or text) for log collectors; every
+    /// other command is interactive: only our warnings and errors, on stderr, without timestamps,
+    /// coloured only on a terminal (and never with `NO_COLOR`), more with `-v`. `RUST_LOG`
+    /// overrides both.
     pub fn init_logging(&self) {
+        let operator = matches!(self.command, Command::Operator(_));
+        let default = if operator { "info" } else { interactive_filter(self.verbose) };
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
         let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
         // A second initialisation (tests) is not an error worth reporting.
-        let _ = match self.log_format {
-            LogFormat::Json => builder.json().try_init(),
-            LogFormat::Text => builder.try_init(),
+        let _ = match (self.log_format, operator) {
+            (LogFormat::Json, _) => builder.json().try_init(),
+            (LogFormat::Text, true) => builder.try_init(),
+            (LogFormat::Text, false) => {
+                builder.without_time().with_target(self.verbose >= 2).with_ansi(colour_on_stderr()).try_init()
+            }
         };
     }
 }
 
-/// Runs one command.
-pub async fn run(cli: Cli) -> Result<(), CliError> {
-    match cli.command {
+/// The log filter of an interactive command at a verbosity: our warnings only by default
+/// (other crates' lines repeat what our error message says), our info with `-v`, debug with
+/// `-vv`, everything with `-vvv`.
+pub fn interactive_filter(verbose: u8) -> &'static str {
+    match verbose {
+        0 => "clusterstack=warn,off",
+        1 => "clusterstack=info,warn",
+        2 => "clusterstack=debug,info",
+        _ => "trace",
+    }
+}
+
+/// Whether stderr gets colours: a terminal, and `NO_COLOR` unset (https://no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// Runs one command; `Ok(true)` when the command found differences (`diff`: exit status 1).
+pub async fn run(cli: Cli) -> Result<bool, CliError> {
+    let result = match cli.command {
+        Command::Diff(args) => return diff::run(args).await,
+        Command::Describe(args) => describe::run(args).await,
         Command::Crds(args) => crds::run(args),
         Command::Build(args) => build::run(args),
         Command::Render(args) => render::run(args).await,
@@ -109,5 +152,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Pull(args) => Ok(pull::run(args).await?),
         Command::Publish(args) => Ok(publish::run(args).await?),
         Command::Operator(args) => Ok(operator::run(*args).await?),
-    }
+    };
+    result.map(|()| false)
 }

@@ -7,7 +7,7 @@ use crate::controller::config::{DEFAULT_SOURCE, OperatorArgs};
 use crate::controller::context::Settings;
 use crate::controller::run::{RunError, RunOptions, run as run_operator};
 use crate::provider::ProviderRegistry;
-use crate::provider::oci::RegistryConfig;
+use crate::registry::RegistryConfig;
 use crate::source::SourceSpec;
 use crate::source::github::Token;
 use crate::source::spec::github_config_from_env;

@@ -4,7 +4,8 @@
 //! planner the operator runs (`controller::keep::plan`), printing which
 //! ClusterStackReleases would be kept, created or deleted and why. With
 //! `--render` it also fetches each kept release into the verified cache and
-//! lists the objects it would apply.
+//! lists the objects it would apply. ClusterStackRollouts in the file get their waves shown
+//! (`plan_rollout`).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -109,6 +110,9 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     if stacks.is_empty() {
         return Err(CliError::Usage(format!("{}: no ClusterStack object found", args.file.display())));
     }
+    // ClusterStackRollouts in the same file: their waves are shown too.
+    let rollouts: Vec<crate::api::ClusterStackRollout> =
+        if args.file == Path::new("-") { Vec::new() } else { read_objects(&args.file, "ClusterStackRollout")? };
     let clusters: Vec<crate::controller::clusters::CapiCluster> = match &args.clusters {
         Some(path) => read_objects(path, "Cluster")?,
         None => Vec::new(),
@@ -131,6 +135,7 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     // One listing per distinct source, however many stacks use it.
     let mut listings: BTreeMap<String, (AnySource, Result<Listing, String>)> = BTreeMap::new();
     let mut reports = Vec::new();
+    let mut listed_by_stack: BTreeMap<String, Vec<ReleaseId>> = BTreeMap::new();
     for stack in &stacks {
         let spec = source_for(&args.source, stack)?;
         let key = spec.to_string();
@@ -143,6 +148,10 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
         let Some((source, listing)) = listings.get(&key) else { continue };
         let ids: Option<Vec<ReleaseId>> =
             listing.as_ref().ok().map(|l| l.releases.iter().map(|r| r.id.clone()).collect());
+        if let Some(ids) = &ids {
+            listed_by_stack
+                .insert(format!("{}/{}", stack.namespace().unwrap_or_default(), stack.name_any()), ids.clone());
+        }
         let existing = existing_of(stack, &existing);
         let plan = keep::plan(stack, ids.as_deref(), &existing, &usages);
         let mut report = report_of(stack, &key, listing, &plan);
@@ -158,6 +167,32 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
         PlanFormat::Json => serde_json::to_string_pretty(&reports).map_err(|e| CliError::Usage(e.to_string()))? + "\n",
     };
     print!("{out}");
+    if !rollouts.is_empty() && args.output == PlanFormat::Text {
+        let (views, classes) = match &args.clusters {
+            Some(path) => {
+                let views = read_objects(path, "Cluster")?;
+                let classes: Vec<serde_json::Value> = read_objects(path, "ClusterClass")?;
+                let classes = classes
+                    .into_iter()
+                    .filter_map(|c| Some((c["metadata"]["name"].as_str()?.to_string(), c)))
+                    .collect();
+                (views, classes)
+            }
+            None => (Vec::new(), BTreeMap::new()),
+        };
+        print!(
+            "\n{}",
+            super::plan_rollout::rollout_plan(
+                &rollouts,
+                &stacks,
+                &listed_by_stack,
+                &existing,
+                &views,
+                &classes,
+                jiff::Timestamp::now()
+            )
+        );
+    }
     if args.clusters.is_some() && args.output == PlanFormat::Text {
         let addons: Vec<crate::api::ClusterAddon> = match &args.cluster_addons {
             Some(path) => read_objects(path, "ClusterAddon")?,

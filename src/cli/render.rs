@@ -69,7 +69,7 @@ const STAGES_FILE: &str = crate::controller::addon::stages::CLUSTER_ADDON_FILE;
 impl Charts {
     /// A message with the temporary extraction directory replaced by the release directory's
     /// assets, so an error names what the user has, never a temp dir.
-    fn unmask(&self, message: &str) -> String {
+    pub(super) fn unmask(&self, message: &str) -> String {
         match (&self._tmp, &self.release_dir) {
             (Some(tmp), Some(dir)) => {
                 let tmp = tmp.path().display().to_string();
@@ -84,14 +84,14 @@ impl Charts {
 }
 
 /// The chart directories to render and the release they belong to.
-struct Charts {
-    id: ReleaseId,
-    cluster_class: PathBuf,
-    addons: Option<PathBuf>,
+pub(super) struct Charts {
+    pub(super) id: ReleaseId,
+    pub(super) cluster_class: PathBuf,
+    pub(super) addons: Option<PathBuf>,
     /// The release's `clusteraddon.yaml`, when it has one.
-    stages: Option<PathBuf>,
+    pub(super) stages: Option<PathBuf>,
     /// The release's Kubernetes version (`metadata.yaml`), for Helm addons.
-    kube_version: Option<String>,
+    pub(super) kube_version: Option<String>,
     /// The release directory the charts were extracted from, for messages.
     release_dir: Option<PathBuf>,
     /// Keeps the extraction of a release directory alive while rendering.
@@ -147,7 +147,8 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
+/// The charts of RELEASE (a tag through the source, a release directory, or a chart directory).
+pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
     let path = Path::new(&args.release);
     if path.join(METADATA_FILE).is_file() {
         return extract_release_dir(path);

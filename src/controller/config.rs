@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::api::{DirectorySource, GitHubSource, ReleaseSourceSpec};
+use crate::api::ReleaseSourceSpec;
+use crate::source::SourceSpec;
 
 /// Default release repository: the cluster stacks of Sovereign Cloud Stack.
 pub const DEFAULT_SOURCE: &str = "github:SovereignCloudStack/cluster-stacks";
@@ -112,46 +113,20 @@ pub struct OperatorArgs {
 
 /// Why a source setting is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{input:?} is not a release source: expected github:<owner>/<repo> or dir:<path>")]
+#[error("{input:?} is not a release source: expected github:<owner>/<repo>, dir:<path> or oci://<host>/<repository>")]
 pub struct BadSource {
     pub input: String,
 }
 
-/// Parses `github:<owner>/<repo>` or `dir:<path>`.
 /// Parses `HOST=URL[,HOST=URL...]`.
 pub fn parse_registry_endpoints(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
-    crate::provider::oci::RegistryConfig::parse_endpoints(s)
+    crate::registry::RegistryConfig::parse_endpoints(s)
 }
 
+/// Parses a source string with the one grammar of sources ([`SourceSpec`]'s), as the CRD's
+/// `spec.source` it stands in for.
 pub fn parse_source(s: &str) -> Result<ReleaseSourceSpec, BadSource> {
-    let bad = || BadSource { input: s.to_string() };
-    if let Some(rest) = s.strip_prefix("github:") {
-        let (owner, repository) = rest.split_once('/').ok_or_else(bad)?;
-        if owner.is_empty() || repository.is_empty() || repository.contains('/') {
-            return Err(bad());
-        }
-        return Ok(ReleaseSourceSpec {
-            github: Some(GitHubSource { owner: owner.into(), repository: repository.into(), token_secret_ref: None }),
-            directory: None,
-            oci: None,
-        });
-    }
-    if let Some(path) = s.strip_prefix("dir:").filter(|p| !p.is_empty()) {
-        return Ok(ReleaseSourceSpec {
-            github: None,
-            directory: Some(DirectorySource { path: path.into() }),
-            oci: None,
-        });
-    }
-    if let Some(rest) = s.strip_prefix("oci://") {
-        crate::source::SourceSpec::oci(s).map_err(|_| bad())?;
-        return Ok(ReleaseSourceSpec {
-            github: None,
-            directory: None,
-            oci: Some(crate::api::OciSource { repository: rest.into(), credentials_secret_ref: None }),
-        });
-    }
-    Err(bad())
+    s.parse::<SourceSpec>().map(|spec| spec.to_crd()).map_err(|_| BadSource { input: s.to_string() })
 }
 
 #[cfg(test)]
@@ -170,7 +145,10 @@ mod tests {
         let gh = parse_source("github:SovereignCloudStack/cluster-stacks").unwrap();
         assert_eq!(gh.github.unwrap().repository, "cluster-stacks");
         assert_eq!(parse_source("dir:/srv/releases").unwrap().directory.unwrap().path, "/srv/releases");
-        for bad in ["github:", "github:owner", "github:/repo", "github:a/b/c", "dir:", "s3://x", ""] {
+        let oci = parse_source("oci://registry.example:5000/stacks/docker").unwrap().oci.unwrap();
+        assert_eq!(oci.repository, "registry.example:5000/stacks/docker");
+        // The GitHub names the CRD accepts, no more: `..` never reaches a URL or a cache path.
+        for bad in ["github:", "github:owner", "github:/repo", "github:a/b/c", "github:../x", "dir:", "s3://x", ""] {
             assert_eq!(parse_source(bad), Err(BadSource { input: bad.into() }), "{bad}");
         }
     }

@@ -45,6 +45,8 @@ pub enum KeepReason {
     LatestReady,
     /// Its ClusterClass is used by these Clusters.
     InUse { clusters: Vec<ClusterKey> },
+    /// The way back of these ClusterStackRollouts (not `Succeeded`): a roll back needs its class.
+    RolloutFrom { rollouts: Vec<String> },
 }
 
 impl fmt::Display for KeepReason {
@@ -56,6 +58,9 @@ impl fmt::Display for KeepReason {
             KeepReason::InUse { clusters } => {
                 let names: Vec<String> = clusters.iter().map(ToString::to_string).collect();
                 write!(f, "used by Cluster {}", names.join(", "))
+            }
+            KeepReason::RolloutFrom { rollouts } => {
+                write!(f, "the way back of ClusterStackRollout {}", rollouts.join(", "))
             }
         }
     }
@@ -144,6 +149,26 @@ pub fn plan(
     listed: Option<&[ReleaseId]>,
     existing: &[ExistingRelease],
     usages: &[ClassUsage],
+) -> Plan {
+    plan_with_holds(stack, listed, existing, usages, &[])
+}
+
+/// A release a ClusterStackRollout that is not `Succeeded` may move Clusters back to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutHold {
+    /// The rollout's name (same namespace as the stack).
+    pub rollout: String,
+    /// The `from` class of one of its Clusters.
+    pub release: ReleaseId,
+}
+
+/// [`plan`], also keeping the releases rollouts may roll back to (`holds`).
+pub fn plan_with_holds(
+    stack: &ClusterStack,
+    listed: Option<&[ReleaseId]>,
+    existing: &[ExistingRelease],
+    usages: &[ClassUsage],
+    holds: &[RolloutHold],
 ) -> Plan {
     let spec = &stack.spec;
     let namespace = stack.metadata.namespace.as_deref().unwrap_or_default();
@@ -245,6 +270,13 @@ pub fn plan(
     }
     for (id, clusters) in used.into_values() {
         add(id, KeepReason::InUse { clusters: clusters.into_iter().collect() });
+    }
+    let mut held: BTreeMap<String, (&ReleaseId, BTreeSet<String>)> = BTreeMap::new();
+    for h in holds.iter().filter(|h| of_stack(&h.release)) {
+        held.entry(h.release.tag()).or_insert_with(|| (&h.release, BTreeSet::new())).1.insert(h.rollout.clone());
+    }
+    for (id, rollouts) in held.into_values() {
+        add(id, KeepReason::RolloutFrom { rollouts: rollouts.into_iter().collect() });
     }
 
     if listed.is_some() {
@@ -647,5 +679,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_way_back_of_an_unfinished_rollout_is_kept() {
+        let listed = ids(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+        let ex = existing(&[
+            ("docker-ferrol-1-27-v1", true),
+            ("docker-ferrol-1-27-v2", true),
+            ("docker-ferrol-1-27-v3", true),
+        ]);
+        let hold = |tag: &str| RolloutHold { rollout: "ferrol".into(), release: ReleaseId::from_tag(tag).unwrap() };
+        // No Cluster uses v2 any more (all moved to v3), but the rollout may still move them back.
+        let holds = [hold("docker-ferrol-1-27-v2"), hold("docker-ferrol-1-27-v2"), hold("docker-ferrol-1-28-v1")];
+        let p = plan_with_holds(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[], &holds);
+        assert_eq!(kept(&p), ["docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+        assert_eq!(p.delete, ["docker-ferrol-1-27-v1"]);
+        assert_eq!(
+            p.keep["docker-ferrol-1-27-v2"].reasons,
+            [KeepReason::RolloutFrom { rollouts: vec!["ferrol".into()] }]
+        );
+        assert_eq!(
+            p.keep["docker-ferrol-1-27-v2"].reasons[0].to_string(),
+            "the way back of ClusterStackRollout ferrol"
+        );
+        // Without the hold v2 goes.
+        let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[]);
+        assert_eq!(p.delete, ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2"]);
     }
 }

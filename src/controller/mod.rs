@@ -7,7 +7,8 @@
 //! - [`metrics`] and [`serve`]: the Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
 //! - [`objects`]: the ClusterStackRelease objects a stack owns, and when to poll;
 //! - [`config`]: the `clusterstack operator` settings;
-//! - [`events`]: Kubernetes Events, a repeated one counted on the first (series).
+//! - [`events`]: Kubernetes Events, a repeated one counted on the first (series);
+//! - [`inventory`]: the apply engine's inventory to and from `status.resources`.
 //!
 //! The I/O around them: [`context`] (shared state), [`stack`] and [`release`] (the two
 //! reconcilers) and [`run`] (the whole operator process, as a library function).
@@ -22,12 +23,14 @@ pub mod clusters;
 pub mod config;
 pub mod context;
 pub mod events;
+pub mod inventory;
 pub mod keep;
 pub mod metrics;
 pub mod objects;
 pub mod poller;
 pub mod release;
 pub mod release_status;
+pub mod rollout;
 pub mod run;
 pub mod serve;
 pub mod stack;

@@ -1,5 +1,5 @@
-//! The ClusterStackRelease reconciler: download into the cache, render, apply with the
-//! inventory, report; on deletion wait for Clusters, delete what the inventory lists, and drop
+//! The ClusterStackRelease reconciler: download into the cache, render, apply, prune what the
+//! previous inventory has and the render has not, report; on deletion wait for Clusters, delete what the inventory lists, and drop
 //! the finalizer. The flowchart is `docs/DESIGN.md` §3; the status is built by the pure
 //! [`release_status`](super::release_status).
 
@@ -13,12 +13,12 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
-use crate::apply::{ApplyOptions, ReleaseOwner};
+use crate::apply::{self as engine, ApplyOptions, Inventory, ReleaseOwner, WhenEmpty};
 use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext};
 use crate::release::ReleaseId;
 use crate::render::{RenderContext, render_cluster_class};
 use crate::source::cache::FetchedRelease;
-use crate::source::{AnySource, FetchPolicy, ListedRelease, ReleaseSource};
+use crate::source::{AnySource, FetchPolicy, ReleaseSource};
 
 use super::backoff::jittered;
 use super::clusters::clusters_using;
@@ -209,27 +209,34 @@ async fn reconcile_inner(
         }
     };
 
-    let previous = release.status.as_ref().map(|s| s.resources.clone()).unwrap_or_default();
-    let opts = ApplyOptions::new(ReleaseOwner::new(&tag, &ns)).with_previous(previous);
-    let report = ctx.applier.apply(&objects, &opts).await?;
+    // Apply, then prune what the previous inventory has and this render has not.
+    let previous = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
+    let owner = ReleaseOwner::new(&tag, &ns);
+    let applied =
+        ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
+    let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
+    let pruned = ctx.applier.prune(&stale, &owner).await;
+    let mut inventory = Inventory::from_changes(&applied);
+    inventory.record(&pruned);
+    let resources = super::inventory::to_status(&inventory);
     // Someone else's change to what was applied reaches this release within seconds.
     let mut kinds: Vec<kube::api::GroupVersionKind> =
-        report.inventory.iter().map(|r| kube::api::GroupVersionKind::gvk(&r.group, &r.version, &r.kind)).collect();
+        resources.iter().map(|r| kube::api::GroupVersionKind::gvk(&r.group, &r.version, &r.kind)).collect();
     kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
     kinds.dedup();
     for kind in &kinds {
         super::watch::watch_kind(ctx, kind).await;
     }
-    for created in &report.created {
+    for created in applied.with(engine::Action::Created) {
         tracing::debug!(release = %key, kind = %created.kind, name = %created.name, "created object");
     }
-    if !report.corrected.is_empty() {
-        tracing::info!(release = %key, corrected = report.corrected.len(), "corrected drifted objects");
+    let corrected = applied.with(engine::Action::Configured).len();
+    if corrected > 0 {
+        tracing::info!(release = %key, corrected, "corrected drifted objects");
     }
-    let forbidden: Vec<String> = report
-        .inventory
+    let forbidden: Vec<String> = resources
         .iter()
-        .filter(|r| r.error.starts_with(crate::apply::FORBIDDEN_PREFIX))
+        .filter(|r| r.error.starts_with(engine::FORBIDDEN_PREFIX))
         .map(|r| format!("{} {}: {}", r.kind, r.name, r.error))
         .collect();
     if !forbidden.is_empty() {
@@ -237,11 +244,11 @@ async fn reconcile_inner(
         let note = forbidden.join("; ");
         ctx.event(&release.object_ref(&()), true, "ApplyForbidden", "Apply", note).await;
     }
-    let synced = report.inventory.iter().filter(|r| r.status == SyncStatus::Synced).count() as u64;
-    let not_synced = report.inventory.len() as u64 - synced;
+    let synced = resources.iter().filter(|r| r.status == SyncStatus::Synced).count() as u64;
+    let not_synced = resources.len() as u64 - synced;
     ctx.metrics.applied_objects(&ns, &tag, synced, not_synced);
-    let all_synced = report.all_synced();
-    let step = ReleaseStep::Applied { resources: report.inventory };
+    let all_synced = not_synced == 0;
+    let step = ReleaseStep::Applied { resources };
     let status = write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
 
     if all_synced && status.ready {
@@ -305,19 +312,15 @@ async fn fetch(
     source: &AnySource,
     tag: &str,
 ) -> Result<Fetch, ReconcileError> {
-    let dir = ctx.cache.release_dir(&source.cache_key(), tag);
-    if dir.exists() {
-        let id = ReleaseId::from_tag(tag).map_err(|e| ReconcileError::Config(e.to_string()))?;
-        // The cache only needs the identity to open a release that is already there.
-        let listed = ListedRelease { id, tag: tag.to_string(), prerelease: false, assets: Vec::new() };
-        match ctx.cache.fetch(source, &listed, FetchPolicy::default()).await {
-            Ok(f) => {
-                ctx.clear_download(key);
-                return Ok(Fetch::Ready(Box::new(f)));
-            }
-            // A damaged entry is discarded by the cache; download it again below.
-            Err(e) => tracing::warn!(release = %key, error = %e, "cached release unusable; downloading again"),
+    let id = ReleaseId::from_tag(tag).map_err(|e| ReconcileError::Config(e.to_string()))?;
+    match ctx.cache.open(source, &id, tag).await {
+        Ok(Some(f)) => {
+            ctx.clear_download(key);
+            return Ok(Fetch::Ready(Box::new(f)));
         }
+        // Not there, or damaged and discarded by the cache: download it below.
+        Ok(None) => {}
+        Err(e) => tracing::warn!(release = %key, error = %e, "cached release unusable; downloading again"),
     }
     match ctx.download(key) {
         Some(DownloadState::Running(progress)) => return Ok(Fetch::Running(progress)),
@@ -397,10 +400,11 @@ async fn delete(
             return Ok(Action::requeue(IN_USE_POLL));
         }
     }
-    let inventory = release.status.as_ref().map(|s| s.resources.clone()).unwrap_or_default();
-    let report = ctx.applier.delete_all(&inventory, &ReleaseOwner::new(&tag, &ns)).await;
-    if !report.is_complete() {
-        let failed: Vec<String> = report.failed.iter().map(|(k, e)| format!("{} {}: {e}", k.kind, k.name)).collect();
+    let inventory = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
+    let deleted = ctx.applier.delete_all(&inventory, &ReleaseOwner::new(&tag, &ns)).await;
+    if !deleted.all_ok() {
+        let failed: Vec<String> =
+            deleted.failures().map(|c| format!("{} {}: {}", c.key.kind, c.key.name, c.error)).collect();
         let message = format!("could not delete {} object(s): {}", failed.len(), failed.join("; "));
         ctx.metrics.failed(CONTROLLER, reason::DELETING);
         write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
@@ -427,7 +431,7 @@ async fn delete(
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    tracing::info!(release = %key, deleted = report.deleted.len(), "deleted the release's objects and removed the finalizer");
+    tracing::info!(release = %key, deleted = deleted.with(engine::Action::Deleted).len(), "deleted the release's objects and removed the finalizer");
     ctx.metrics.forget_release(&ns, &tag);
     ctx.memos.remove(key);
     ctx.clear_download(key);

@@ -11,7 +11,10 @@ use crate::api::{ClusterStackReleaseStatus, ResourceStatus, SyncStatus};
 
 use super::clusters::ClusterKey;
 use super::status::{PHASE_APPLYING, PHASE_DELETING, PHASE_DONE, PHASE_DOWNLOADING, PHASE_FAILED, PHASE_PROVIDER};
-use crate::api::conditions::{APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, reason, set_condition};
+use crate::api::conditions::{
+    APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, progress_from_ready, reason, set_condition,
+    set_progress,
+};
 
 /// How many failing objects a condition message names before summarising.
 const MAX_NAMED: usize = 3;
@@ -138,10 +141,17 @@ pub fn build_release_status(
             (PHASE_DELETING, false)
         }
     };
+    // kstatus: a bad release (its metadata, its templates) cannot progress until the release or
+    // the source changes; everything else not ready is work in progress, retried.
+    let progress = progress_from_ready(&status.conditions, RELEASE_STALLED_REASONS);
+    set_progress(&mut status.conditions, progress, g, now);
     status.phase = phase.to_string();
     status.ready = ready;
     status
 }
+
+/// `Ready` reasons of a ClusterStackRelease that mean `Stalled`.
+pub const RELEASE_STALLED_REASONS: &[&str] = &[reason::INVALID_METADATA, reason::RENDER_FAILED];
 
 #[cfg(test)]
 mod tests {
@@ -167,6 +177,26 @@ mod tests {
 
     fn obs(step: ReleaseStep) -> ReleaseObservation {
         ReleaseObservation { step, kubernetes_version: None, generation: Some(1) }
+    }
+
+    #[test]
+    fn kstatus_reconciling_while_working_stalled_on_a_bad_release_neither_when_ready() {
+        use crate::api::conditions::{RECONCILING, STALLED};
+        let now = time("2026-01-01T00:00:00Z");
+        let s = build_release_status(None, &obs(ReleaseStep::Downloading { progress: "1 of 3 assets".into() }), &now);
+        assert!(is_true(&s.conditions, RECONCILING) && find(&s.conditions, STALLED).is_none());
+        assert_eq!(find(&s.conditions, RECONCILING).unwrap().reason, reason::DOWNLOADING);
+        let s = build_release_status(Some(&s), &obs(ReleaseStep::RenderFailed { message: "line 3".into() }), &now);
+        assert!(is_true(&s.conditions, STALLED) && find(&s.conditions, RECONCILING).is_none());
+        assert_eq!(find(&s.conditions, STALLED).unwrap().message, "line 3");
+        let failing = obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", false, "403")] });
+        let s = build_release_status(Some(&s), &failing, &now);
+        assert!(is_true(&s.conditions, RECONCILING) && find(&s.conditions, STALLED).is_none());
+        let done = obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", true, "")] });
+        let s = build_release_status(Some(&s), &done, &now);
+        assert!(find(&s.conditions, RECONCILING).is_none() && find(&s.conditions, STALLED).is_none());
+        assert!(is_true(&s.conditions, READY));
+        assert_eq!(s.observed_generation, Some(1));
     }
 
     #[test]

@@ -190,6 +190,7 @@ pub async fn run_with(
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     ctx.watches.set_stores(stack_store.clone(), release_store.clone());
     super::watch::start_clusters(&ctx);
+    super::rollout::start(ctx.clone(), shutdown.clone());
     let watch_stop = ctx.watches.stop.clone();
     let stop_watches = shutdown.clone();
     tokio::spawn(async move {

@@ -91,6 +91,8 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
         }
     };
     let usages = ctx.watches.cluster_usages_in(&ns).await?;
+    // The way back of unfinished rollouts stays (a roll back needs its class).
+    let holds = super::rollout::reconcile::holds(&ctx.client, &ns).await?;
     let now = Timestamp::now();
     let time = Time(now);
 
@@ -153,7 +155,7 @@ async fn reconcile_inner(stack: &ClusterStack, ctx: &Arc<Context>, key: &str) ->
             .map(|r| ExistingRelease { name: r.name_any(), ready: r.status.as_ref().is_some_and(|s| s.ready) })
             .collect();
         let ids: Option<Vec<_>> = listing.as_ref().map(|l| l.iter().map(|r| r.id.clone()).collect());
-        Some(keep::plan(stack, ids.as_deref(), &existing, &usages))
+        Some(keep::plan_with_holds(stack, ids.as_deref(), &existing, &usages, &holds))
     };
 
     if let Some(plan) = &plan {

@@ -125,6 +125,8 @@ pub fn build_status(current: Option<&ClusterStackStatus>, input: StatusInput<'_>
     let mut conds = current.map(|c| c.conditions.clone()).unwrap_or_default();
     set_condition(&mut conds, synced_condition(&input), input.now);
     set_condition(&mut conds, ready_condition(&input), input.now);
+    let progress = stack_progress(&input, &conds);
+    conditions::set_progress(&mut conds, progress, input.generation, input.now);
 
     ClusterStackStatus {
         conditions: conds,
@@ -204,6 +206,38 @@ fn ready_condition(input: &StatusInput<'_>) -> Condition {
         condition(READY, TRUE, reason::ALL_RELEASES_READY, "", input.generation)
     } else {
         condition(READY, FALSE, reason::RELEASES_NOT_READY, problems.join("; "), input.generation)
+    }
+}
+
+/// kstatus for a ClusterStack: done when ready or suspended (nothing is being worked on);
+/// stalled when nothing matches the spec or a kept release is itself stalled (a bad release
+/// needs a new one); reconciling otherwise (releases on their way, the source retried).
+fn stack_progress(input: &StatusInput<'_>, conds: &[Condition]) -> conditions::Progress {
+    use conditions::Progress;
+    if matches!(input.sync, SyncOutcome::Suspended) {
+        return Progress::Done;
+    }
+    let progress = conditions::progress_from_ready(conds, &[reason::NO_RELEASES]);
+    if !matches!(progress, Progress::Reconciling { .. }) {
+        return progress;
+    }
+    let kept = |r: &&ClusterStackRelease| {
+        let name = r.metadata.name.as_deref().unwrap_or_default();
+        input.plan.is_none_or(|p| p.keep.contains_key(name)) && r.metadata.deletion_timestamp.is_none()
+    };
+    let stalled: Vec<String> = input
+        .releases
+        .iter()
+        .filter(kept)
+        .filter_map(|r| {
+            let c = conditions::find(r.status.as_ref()?.conditions.as_slice(), conditions::STALLED)?;
+            (c.status == TRUE).then(|| format!("{}: {}", r.metadata.name.as_deref().unwrap_or_default(), c.message))
+        })
+        .collect();
+    if stalled.is_empty() {
+        progress
+    } else {
+        Progress::Stalled { reason: reason::RELEASE_STALLED.into(), message: stalled.join("; ") }
     }
 }
 
@@ -381,6 +415,43 @@ mod tests {
         let now = time("2026-05-01T00:00:00Z");
         let s = build_status(None, input(None, &[gone, fresh], &SyncOutcome::Listed, &now));
         assert_eq!(s.usable_versions, "");
+    }
+
+    #[test]
+    fn kstatus_reconciling_stalled_and_done_follow_the_releases() {
+        use conditions::{RECONCILING, STALLED, find, is_true};
+        let now = time("2026-05-01T00:00:00Z");
+        let plan = plan_keeping(&["docker-ferrol-1-27-v1"], Some("docker-ferrol-1-27-v1"));
+        let working = [release("docker-ferrol-1-27-v1", false, PHASE_APPLYING, "waiting")];
+        let s = build_status(None, input(Some(&plan), &working, &SyncOutcome::Listed, &now));
+        assert!(is_true(&s.conditions, RECONCILING) && find(&s.conditions, STALLED).is_none());
+        assert_eq!(find(&s.conditions, RECONCILING).unwrap().reason, reason::RELEASES_NOT_READY);
+        // A kept release that is stalled stalls the stack, naming it.
+        let mut bad = release("docker-ferrol-1-27-v1", false, PHASE_FAILED, "line 3");
+        if let Some(st) = bad.status.as_mut() {
+            set_condition(
+                &mut st.conditions,
+                condition(conditions::STALLED, TRUE, reason::RENDER_FAILED, "line 3", None),
+                &now,
+            );
+        }
+        let s = build_status(Some(&s), input(Some(&plan), &[bad], &SyncOutcome::Listed, &now));
+        let stalled = find(&s.conditions, STALLED).unwrap();
+        assert_eq!(
+            (stalled.reason.as_str(), stalled.message.as_str()),
+            (reason::RELEASE_STALLED, "docker-ferrol-1-27-v1: line 3")
+        );
+        assert!(find(&s.conditions, RECONCILING).is_none());
+        // Nothing matches the spec: stalled.
+        let empty = plan_keeping(&[], None);
+        let s = build_status(Some(&s), input(Some(&empty), &[], &SyncOutcome::Listed, &now));
+        assert_eq!(find(&s.conditions, STALLED).unwrap().reason, reason::NO_RELEASES);
+        // Ready, or suspended: neither.
+        let ready = [release("docker-ferrol-1-27-v1", true, PHASE_DONE, "")];
+        let s = build_status(Some(&s), input(Some(&plan), &ready, &SyncOutcome::Listed, &now));
+        assert!(find(&s.conditions, STALLED).is_none() && find(&s.conditions, RECONCILING).is_none());
+        let s = build_status(Some(&s), input(None, &working, &SyncOutcome::Suspended, &now));
+        assert!(find(&s.conditions, STALLED).is_none() && find(&s.conditions, RECONCILING).is_none());
     }
 
     #[test]

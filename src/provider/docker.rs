@@ -13,9 +13,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use super::oci::{ImageRef, Presence, RegistryClient, RegistryConfig};
 use super::{Cleanup, NodeImageProvider, Progress, ProviderError, ReleaseContext, Report, TaskTracker};
 use crate::api::NodeImageStatus;
+use crate::registry::{ImageRef, Presence, RegistryClient, RegistryConfig};
 
 /// The provider name this plug-in serves.
 pub const DOCKER: &str = "docker";

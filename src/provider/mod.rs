@@ -19,7 +19,6 @@ pub mod docker;
 mod external;
 mod gate;
 mod node_images;
-pub mod oci;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -278,7 +277,7 @@ impl ProviderRegistry {
 
     /// The built-in plug-ins: [`DockerProvider`] reaching registries as `registries` says
     /// (`RegistryConfig::default()`: the real registries) and the [`ExternalOperator`].
-    pub fn with_builtins(registries: oci::RegistryConfig) -> Self {
+    pub fn with_builtins(registries: crate::registry::RegistryConfig) -> Self {
         let mut registry = Self::empty();
         registry.register(Arc::new(DockerProvider::new(registries)));
         registry.set_external(Arc::new(ExternalOperator::new()));
@@ -345,7 +344,7 @@ mod tests {
 
     #[tokio::test]
     async fn builtins_serve_docker_and_provider_refs_only() {
-        let registry = ProviderRegistry::with_builtins(oci::RegistryConfig::default());
+        let registry = ProviderRegistry::with_builtins(crate::registry::RegistryConfig::default());
         assert_eq!(registry.names(), ["docker"]);
         let name = |s: Selection| match s {
             Selection::Plugin(p) => p.name().to_string(),

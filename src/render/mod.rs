@@ -23,7 +23,9 @@ use serde::Deserialize;
 
 use crate::release::ReleaseId;
 
-pub use objects::{ObjectKey, apply_cmp, apply_stage, sort_for_apply};
+pub use objects::ObjectKey;
+
+use crate::apply::sort_for_apply;
 
 /// The chart description file of a bundle directory.
 pub const CHART_FILE: &str = "Chart.yaml";

@@ -1,7 +1,6 @@
-//! Rendered output to objects: multi-document YAML parsing, validation,
-//! duplicate detection and the apply order.
+//! Rendered output to objects: multi-document YAML parsing, validation and
+//! duplicate detection (the apply order is `crate::apply::order`'s).
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -165,46 +164,6 @@ pub(crate) fn check_duplicates(objects: &[DynamicObject], sources: &[String]) ->
     Ok(())
 }
 
-/// The apply stage of an object: lower stages are applied first and deleted last.
-///
-/// 0 CustomResourceDefinitions, 1 Namespaces, 2 cluster-wide RBAC
-/// (ClusterRole, ClusterRoleBinding), 3 kinds ending in `Class`, 4 the rest.
-pub fn apply_stage(object: &DynamicObject) -> u8 {
-    let (api_version, kind) =
-        object.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())).unwrap_or(("", ""));
-    // The same classes as the apply engine's (`crate::apply`): a `Namespace`
-    // of another group is an ordinary object.
-    match (group_of(api_version), kind) {
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => 0,
-        ("", "Namespace") => 1,
-        (_, "ClusterRole" | "ClusterRoleBinding") => 2,
-        (_, k) if k.ends_with("Class") => 3,
-        _ => 4,
-    }
-}
-
-/// Compares two objects in apply order: by stage, then kind, name and namespace.
-pub fn apply_cmp(a: &DynamicObject, b: &DynamicObject) -> Ordering {
-    let (ka, kb) = (ObjectKey::of(a), ObjectKey::of(b));
-    apply_stage(a)
-        .cmp(&apply_stage(b))
-        .then_with(|| ka.kind.cmp(&kb.kind))
-        .then_with(|| ka.name.cmp(&kb.name))
-        .then_with(|| ka.namespace.cmp(&kb.namespace))
-        .then_with(|| ka.group.cmp(&kb.group))
-}
-
-/// Sorts objects into the deterministic apply order (delete in reverse).
-///
-/// Stable, so objects that compare equal keep their rendered order.
-pub fn sort_for_apply(objects: &mut [DynamicObject]) {
-    // The key is computed once per object, not once per comparison.
-    objects.sort_by_cached_key(|o| {
-        let key = ObjectKey::of(o);
-        (apply_stage(o), key.kind, key.name, key.namespace, key.group)
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,64 +174,6 @@ mod tests {
             v["metadata"]["namespace"] = ns.into();
         }
         serde_json::from_value(v).unwrap()
-    }
-
-    fn names(objects: &[DynamicObject]) -> Vec<String> {
-        objects
-            .iter()
-            .map(|o| format!("{}/{}", o.types.as_ref().unwrap().kind, o.metadata.name.as_deref().unwrap()))
-            .collect()
-    }
-
-    #[test]
-    fn apply_order_puts_crds_namespaces_rbac_classes_first() {
-        let mut objects = vec![
-            obj("apps/v1", "Deployment", Some("kube-system"), "b"),
-            obj("cluster.x-k8s.io/v1beta1", "ClusterClass", Some("default"), "cc"),
-            obj("v1", "ConfigMap", Some("kube-system"), "a"),
-            obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None, "z"),
-            obj("v1", "Namespace", None, "ns"),
-            obj("rbac.authorization.k8s.io/v1", "ClusterRole", None, "y"),
-            obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "foos.example.com"),
-            obj("storage.k8s.io/v1", "StorageClass", None, "fast"),
-            obj("apps/v1", "Deployment", Some("kube-system"), "a"),
-            obj("rbac.authorization.k8s.io/v1", "Role", Some("kube-system"), "r"),
-            obj("example.com/v1", "Namespace", None, "not-a-namespace"),
-        ];
-        sort_for_apply(&mut objects);
-        assert_eq!(
-            names(&objects),
-            [
-                "CustomResourceDefinition/foos.example.com",
-                "Namespace/ns",
-                "ClusterRole/y",
-                "ClusterRoleBinding/z",
-                "ClusterClass/cc",
-                "StorageClass/fast",
-                "ConfigMap/a",
-                "Deployment/a",
-                "Deployment/b",
-                "Namespace/not-a-namespace",
-                "Role/r",
-            ]
-        );
-    }
-
-    #[test]
-    fn apply_order_is_independent_of_input_order() {
-        let a = vec![
-            obj("v1", "Service", Some("x"), "s"),
-            obj("v1", "Namespace", None, "x"),
-            obj("v1", "Service", Some("a"), "s"),
-        ];
-        let mut b = a.clone();
-        b.reverse();
-        let (mut a, mut b) = (a, b);
-        sort_for_apply(&mut a);
-        sort_for_apply(&mut b);
-        let key = |v: &[DynamicObject]| v.iter().map(ObjectKey::of).collect::<Vec<_>>();
-        assert_eq!(key(&a), key(&b));
-        assert_eq!(ObjectKey::of(&a[1]).namespace.as_deref(), Some("a"));
     }
 
     #[test]

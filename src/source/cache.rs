@@ -339,13 +339,34 @@ impl ReleaseCache {
         Ok(fetched)
     }
 
-    /// Removes the releases of `source_key` whose tags are not in `keep`;
-    /// returns the removed tags.
+    /// Release `tag` (`id`) of `source` when the cache holds it intact (checked in full the
+    /// first time, as [`fetch`](Self::fetch) checks it); `None` when it is not there, or was
+    /// damaged and has been discarded. Needs no listing: a restarted operator opens what it
+    /// verified before without asking the source.
+    pub async fn open(
+        &self,
+        source: &impl ReleaseSource,
+        id: &ReleaseId,
+        tag: &str,
+    ) -> Result<Option<FetchedRelease>, CacheError> {
+        let key = source.cache_key();
+        check_key(&key)?;
+        check_component("tag", tag)?;
+        let lock_key = format!("{key}/{tag}");
+        let lock = self.lock_for(&lock_key);
+        let _guard = lock.lock().await;
+        // The cache needs only the identity to open a release that is already there.
+        let listed = ListedRelease { id: id.clone(), tag: tag.to_string(), prerelease: false, assets: Vec::new() };
+        self.use_cached(&lock_key, &self.release_dir(&key, tag), &listed).await
+    }
+
     /// Every verified release in the cache: its source key, tag and size on disk.
     pub fn entries(&self) -> Vec<CacheEntry> {
         entries_under(&self.root)
     }
 
+    /// Removes the releases of `source_key` whose tags are not in `keep`;
+    /// returns the removed tags.
     pub async fn prune(&self, source_key: &str, keep: &[String]) -> Result<Vec<String>, CacheError> {
         check_key(source_key)?;
         let base = self.root.join(source_key);

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::api::{ReleaseSourceSpec, SecretKeyRef};
+use crate::api::{DirectorySource, GitHubSource, OciSource, ReleaseSourceSpec, SecretKeyRef};
 
 use super::github::{self, Token};
 
@@ -112,6 +112,31 @@ impl SourceSpec {
             (None, Some(dir)) if !dir.path.is_empty() => Ok(SourceSpec::dir(&dir.path)),
             (None, Some(_)) => Err(SpecError::EmptyDir { input: "dir:".into() }),
             _ => Err(SpecError::CrdAmbiguous),
+        }
+    }
+
+    /// The CRD's `spec.source` naming this source (the inverse of [`from_crd`](Self::from_crd)).
+    pub fn to_crd(&self) -> ReleaseSourceSpec {
+        let none = ReleaseSourceSpec { github: None, directory: None, oci: None };
+        match self {
+            SourceSpec::GitHub { owner, repository, token_secret_ref } => ReleaseSourceSpec {
+                github: Some(GitHubSource {
+                    owner: owner.clone(),
+                    repository: repository.clone(),
+                    token_secret_ref: token_secret_ref.clone(),
+                }),
+                ..none
+            },
+            SourceSpec::Dir { path } => {
+                ReleaseSourceSpec { directory: Some(DirectorySource { path: path.display().to_string() }), ..none }
+            }
+            SourceSpec::Oci { host, repository, credentials_secret_ref } => ReleaseSourceSpec {
+                oci: Some(OciSource {
+                    repository: format!("{host}/{repository}"),
+                    credentials_secret_ref: credentials_secret_ref.clone(),
+                }),
+                ..none
+            },
         }
     }
 
@@ -353,5 +378,15 @@ mod tests {
             oci: None,
         };
         assert_eq!(SourceSpec::from_crd(&both), Err(SpecError::CrdAmbiguous));
+    }
+
+    #[test]
+    fn crd_form_round_trips() {
+        for text in ["github:o/r", "dir:/srv/releases", "oci://registry.example:5000/stacks/docker"] {
+            let spec: SourceSpec = text.parse().unwrap();
+            let crd = spec.to_crd();
+            assert_eq!(SourceSpec::from_crd(&crd).unwrap(), spec, "{text}");
+            assert_eq!(SourceSpec::from_crd(&crd).unwrap().to_string(), text);
+        }
     }
 }

@@ -19,14 +19,16 @@ use serde_json::Value as Json;
 pub const INSTALL_HINT: &str = "install with `.ci/install-helm` (or set CLUSTERSTACK_HELM to a helm v4 binary)";
 
 /// The helm binary: `$CLUSTERSTACK_HELM`, else the newest `target/tools/helm-*/helm`, else a
-/// `helm` v4 on `PATH`.
+/// `helm` v4 on `PATH`. The one finder of every test against helm (the crates' too).
 pub fn find_helm() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("CLUSTERSTACK_HELM").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         return path.is_file().then_some(path);
     }
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools");
-    let mut installed: Vec<PathBuf> = std::fs::read_dir(&tools)
+    // The workspace's `target/`: above a member crate's manifest directory, too.
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().map(|d| d.join("target/tools")).find(|t| t.is_dir());
+    let mut installed: Vec<PathBuf> = tools
+        .and_then(|t| std::fs::read_dir(t).ok())
         .into_iter()
         .flatten()
         .flatten()

@@ -5,8 +5,11 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod github;
+pub mod releases;
 
 #[allow(unused_imports)]
 pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
 pub mod fixtures;
 pub mod operator;
+pub mod topology;

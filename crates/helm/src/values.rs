@@ -322,8 +322,8 @@ mod tests {
         assert!(parse_values("- 1").is_err());
     }
 
-    /// What `helm template` prints for `.Values | toJson` (helmdiff's and helmchart's
-    /// reproducers in MISMATCHES.md).
+    /// What `helm template` prints for `.Values | toJson` (checked against helm v4 when these
+    /// cases were found by the differential tests).
     #[test]
     fn nulls_as_helm_coalesces_them() {
         let chart = |values: Value| Chart {

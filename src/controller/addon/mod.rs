@@ -17,7 +17,7 @@ pub mod hooks;
 pub mod stages;
 pub mod workload;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -29,17 +29,16 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use crate::api::conditions::{self, FALSE, READY, TRUE};
-use crate::api::{
-    AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, ObjectRef, ResourceStatus, StageStatus,
-};
-use crate::apply::{ApplyOptions, ObjectKey, ReleaseOwner};
+use crate::api::{AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, ObjectRef, StageStatus};
+use crate::apply::{Action as ChangeAction, ApplyOptions, Identity, ObjectKey, ReleaseOwner, WhenEmpty};
 use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
+use crate::source::FetchPolicy;
 use crate::source::cache::FetchedRelease;
-use crate::source::{FetchPolicy, ListedRelease, ReleaseSource};
 
 use super::backoff::Backoff;
 use super::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
 use super::context::Context;
+use super::inventory;
 use super::{ReconcileError, status_patch};
 use stages::{Action as StageAction, ClusterAddonConfig, Stage, WaitOutcome};
 use workload::{Workload, WorkloadClients};
@@ -72,6 +71,9 @@ pub mod reason {
     pub const ADDONS_APPLIED: &str = "AddonsApplied";
     pub const ADDON_VERSION_UNCHANGED: &str = "AddonVersionUnchanged";
 }
+
+/// `Ready` reasons of a ClusterAddon that mean kstatus `Stalled`.
+pub const ADDON_STALLED_REASONS: &[&str] = &[reason::STAGE_FAILED, reason::RENDER_FAILED];
 
 /// Settings of the ClusterAddon controller.
 #[derive(Debug, Clone)]
@@ -218,6 +220,11 @@ impl Pass<'_> {
         let generation = self.addon.metadata.generation;
         let c = conditions::condition(READY, if ok { TRUE } else { FALSE }, reason, message, generation);
         conditions::set_condition(&mut self.status.conditions, c, &self.now);
+        // kstatus: a failed stage or a render that fails needs a change (a new release, other
+        // values) to progress; anything else not ready is under way.
+        let progress = conditions::progress_from_ready(&self.status.conditions, ADDON_STALLED_REASONS);
+        conditions::set_progress(&mut self.status.conditions, progress, generation, &self.now);
+        self.status.observed_generation = generation;
         self.status.ready = ok;
     }
 
@@ -356,31 +363,32 @@ async fn reconcile_cluster(
             .filter(|c| !staged.contains(c.name.as_str()))
             .flat_map(|c| c.objects.iter().cloned())
             .collect();
-        let wanted = rendered.keys_except(&deleted);
-        let stale: Vec<ResourceStatus> =
-            pass.status.resources.iter().filter(|r| !wanted.contains(&identity(r))).cloned().collect();
-        let opts = ApplyOptions { allow_empty_prune: true, ..ApplyOptions::new(addon_owner(&usage.cluster)) }
-            .with_previous(stale.clone());
-        let report = match workload.applier.apply(&rest, &opts).await {
+        let owner = addon_owner(&usage.cluster);
+        let previous = inventory::from_status(&pass.status.resources);
+        let opts = ApplyOptions::new(owner.clone()).with_previous(previous.clone());
+        let applied = match workload.applier.apply(&rest, &opts).await {
             Ok(r) => r,
             Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
         };
-        let stale_ids: BTreeSet<_> = stale.iter().map(identity).collect();
-        pass.status.resources.retain(|r| !stale_ids.contains(&identity(r)));
-        merge_inventory(&mut pass.status.resources, &report.inventory);
-        if !report.all_synced() {
-            let first =
-                report.failures().next().map(|f| format!("{} {}: {}", f.kind, f.name, f.error)).unwrap_or_default();
-            pass.condition(
-                false,
-                reason::APPLY_FAILED,
-                format!("{} objects not applied; first: {first}", report.failed),
-            );
+        // What the new version still renders (the staged addons were applied by their stages),
+        // but not what a `delete` stage removed; an addon version without addons prunes all.
+        let mut keep = rendered.keys_except(&deleted);
+        keep.extend(applied.identities());
+        let stale = crate::apply::stale(&previous, &keep, WhenEmpty::Prune, &owner)?;
+        let pruned = workload.applier.prune(&stale, &owner).await;
+        inventory::record(&mut pass.status.resources, &applied);
+        inventory::record(&mut pass.status.resources, &pruned);
+        let failed = applied.failed() + pruned.failed();
+        if failed > 0 {
+            let first = applied
+                .failures()
+                .chain(pruned.failures())
+                .next()
+                .map(|f| format!("{} {}: {}", f.key.kind, f.key.name, f.error))
+                .unwrap_or_default();
+            pass.condition(false, reason::APPLY_FAILED, format!("{failed} objects not applied; first: {first}"));
             pass.save().await?;
-            return Err(ReconcileError::Config(format!(
-                "{} objects not applied into the workload cluster",
-                report.failed
-            )));
+            return Err(ReconcileError::Config(format!("{failed} objects not applied into the workload cluster")));
         }
         pass.status.release = Some(tag.clone());
         pass.status.addon_version = Some(addon_version.clone());
@@ -401,22 +409,24 @@ async fn reconcile_cluster(
         .is_none_or(|t| Timestamp::now().duration_since(t).unsigned_abs() >= actx.settings.resync_interval);
     if due {
         let all: Vec<DynamicObject> = rendered.charts.iter().flat_map(|c| c.objects.iter().cloned()).collect();
-        let opts = ApplyOptions::new(addon_owner(&usage.cluster));
-        let report = match workload.applier.apply(&all, &opts).await {
+        let previous = inventory::from_status(&pass.status.resources);
+        let opts = ApplyOptions::new(addon_owner(&usage.cluster)).with_previous(previous);
+        let applied = match workload.applier.apply(&all, &opts).await {
             Ok(r) => r,
             Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
         };
-        merge_inventory(&mut pass.status.resources, &report.inventory);
-        if !report.all_synced() {
-            pass.condition(false, reason::APPLY_FAILED, format!("{} objects not applied", report.failed));
+        inventory::record(&mut pass.status.resources, &applied);
+        if !applied.all_ok() {
+            pass.condition(false, reason::APPLY_FAILED, format!("{} objects not applied", applied.failed()));
             pass.save().await?;
             return Err(ReconcileError::Config(format!(
                 "{} objects not applied into the workload cluster",
-                report.failed
+                applied.failed()
             )));
         }
-        if !report.corrected.is_empty() || !report.created.is_empty() {
-            tracing::info!(cluster = %usage.cluster, corrected = report.corrected.len() + report.created.len(), "addon drift corrected");
+        let corrected = applied.with(ChangeAction::Created).len() + applied.with(ChangeAction::Configured).len();
+        if corrected > 0 {
+            tracing::info!(cluster = %usage.cluster, corrected, "addon drift corrected");
         }
         pass.condition(
             true,
@@ -468,38 +478,34 @@ async fn run_stage(
         let owner = addon_owner(&pass.usage.cluster);
         match stage.action {
             StageAction::Apply => {
-                let report = match workload.applier.apply(&objects, &ApplyOptions::new(owner)).await {
+                let previous = inventory::from_status(&pass.status.resources);
+                let opts = ApplyOptions::new(owner).with_previous(previous);
+                let applied = match workload.applier.apply(&objects, &opts).await {
                     Ok(r) => r,
                     Err(e) => return unreachable_workload(pass, e.to_string()).await.map(|_| StageStep::Done),
                 };
-                merge_inventory(&mut pass.status.resources, &report.inventory);
-                if !report.all_synced() {
-                    let first = report
-                        .failures()
-                        .next()
-                        .map(|f| format!("{} {}: {}", f.kind, f.name, f.error))
-                        .unwrap_or_default();
+                inventory::record(&mut pass.status.resources, &applied);
+                if let Some(f) = applied.failures().next() {
+                    let first = format!("{} {}: {}", f.key.kind, f.key.name, f.error);
                     pass.condition(false, reason::APPLY_FAILED, format!("stage {} ({hook}): {first}", stage.name));
                     pass.save().await?;
                     return Err(ReconcileError::Config(format!("stage {}: objects not applied", stage.name)));
                 }
             }
             StageAction::Delete => {
-                let ids: BTreeSet<_> = objects.iter().map(object_identity).collect();
-                let targets: Vec<ResourceStatus> =
-                    pass.status.resources.iter().filter(|r| ids.contains(&identity(r))).cloned().collect();
-                let report = workload.applier.delete_all(&targets, &owner).await;
-                if !report.is_complete() {
-                    let (k, e) = &report.failed[0];
+                let ids: HashSet<Identity> = objects.iter().map(|o| ObjectKey::of(o).identity()).collect();
+                let targets = inventory::from_status(&pass.status.resources).only(&ids);
+                let deleted = workload.applier.delete_all(&targets, &owner).await;
+                if let Some(f) = deleted.failures().next() {
                     pass.condition(
                         false,
                         reason::APPLY_FAILED,
-                        format!("stage {} ({hook}): deleting {k}: {e}", stage.name),
+                        format!("stage {} ({hook}): deleting {}: {}", stage.name, f.key, f.error),
                     );
                     pass.save().await?;
                     return Err(ReconcileError::Config(format!("stage {}: objects not deleted", stage.name)));
                 }
-                pass.status.resources.retain(|r| !ids.contains(&identity(r)));
+                inventory::record(&mut pass.status.resources, &deleted);
             }
         }
         set_phase(pass, i, phase::WAITING_POST, None, None);
@@ -597,30 +603,6 @@ async fn read_keyed(workload: &Workload, wait: &stages::WaitCondition) -> BTreeM
     out
 }
 
-/// Replaces inventory entries by identity, adding new ones.
-fn merge_inventory(inventory: &mut Vec<ResourceStatus>, new: &[ResourceStatus]) {
-    for entry in new {
-        match inventory.iter_mut().find(|r| identity(r) == identity(entry)) {
-            Some(existing) => *existing = entry.clone(),
-            None => inventory.push(entry.clone()),
-        }
-    }
-}
-
-type Identity = (String, String, String, String);
-
-fn identity(r: &ResourceStatus) -> Identity {
-    (r.group.clone(), r.kind.clone(), r.namespace.clone(), r.name.clone())
-}
-
-fn object_identity(o: &DynamicObject) -> Identity {
-    let (group, kind) = match &o.types {
-        Some(t) => (t.api_version.rsplit_once('/').map(|(g, _)| g.to_string()).unwrap_or_default(), t.kind.clone()),
-        None => Default::default(),
-    };
-    (group, kind, o.namespace().unwrap_or_default(), o.name_any())
-}
-
 /// A release's addons rendered for one Cluster, with its stages.
 pub struct RenderedRelease {
     pub charts: Vec<RenderedChart>,
@@ -640,12 +622,13 @@ impl RenderedRelease {
         }
     }
 
-    /// The identities of every object rendered, except those of `excluded` addons.
-    fn keys_except(&self, excluded: &BTreeSet<&str>) -> BTreeSet<Identity> {
+    /// The identities of every object rendered (namespaces as written), except those of
+    /// `excluded` addons.
+    fn keys_except(&self, excluded: &BTreeSet<&str>) -> HashSet<Identity> {
         self.charts
             .iter()
             .filter(|c| !excluded.contains(c.name.as_str()))
-            .flat_map(|c| c.objects.iter().map(object_identity))
+            .flat_map(|c| c.objects.iter().map(|o| ObjectKey::of(o).identity()))
             .collect()
     }
 
@@ -656,8 +639,7 @@ impl RenderedRelease {
             .filter(|c| c.name == addon)
             .flat_map(|c| {
                 c.objects.iter().map(|o| {
-                    let (g, k, ns, n) = object_identity(o);
-                    let key = ObjectKey { group: g, version: String::new(), kind: k, namespace: ns, name: n };
+                    let key = ObjectKey::of(o);
                     format!(
                         "{} {}",
                         key.kind,
@@ -714,8 +696,21 @@ pub fn render_bundle(
 /// when the Cluster is gone.
 async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<ClusterObjects>, ReconcileError> {
     let ns = cluster.namespace().unwrap_or_default();
-    let clusters: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &cluster.version.resource());
-    let Some(full) = clusters.get_opt(&cluster.name_any()).await? else { return Ok(None) };
+    read_cluster_objects(&ctx.client, ctx.applier.discovery(), &ns, &cluster.version.resource(), &cluster.name_any())
+        .await
+}
+
+/// [`cluster_objects`] for any client (also `clusterstack diff --addons`): the Cluster through
+/// `clusters` (its served version), its referenced objects through discovery.
+pub async fn read_cluster_objects(
+    client: &kube::Client,
+    discovery: &crate::apply::DiscoveryCache,
+    ns: &str,
+    clusters: &kube::api::ApiResource,
+    name: &str,
+) -> Result<Option<ClusterObjects>, ReconcileError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, clusters);
+    let Some(full) = api.get_opt(name).await? else { return Ok(None) };
     let mut out = ClusterObjects { cluster: serde_json::to_value(full)?, ..Default::default() };
     for (field, slot) in [("controlPlaneRef", &mut out.control_plane), ("infrastructureRef", &mut out.infra_cluster)] {
         let r = &out.cluster["spec"][field];
@@ -726,12 +721,12 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
                 Some((g, v)) => Some(GroupVersionKind::gvk(g, v, kind)),
                 None => Some(GroupVersionKind::gvk("", av, kind)),
             },
-            (None, Some(group)) => preferred(ctx, group, kind).await,
+            (None, Some(group)) => preferred(discovery, group, kind).await,
             _ => None,
         };
         let Some(gvk) = gvk else { continue };
-        let Ok(Some(resolved)) = ctx.applier.discovery().resolve(&gvk).await else { continue };
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resolved.resource);
+        let Ok(Some(resolved)) = discovery.resolve(&gvk).await else { continue };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resolved.resource);
         if let Some(obj) = api.get_opt(name).await? {
             *slot = serde_json::to_value(obj)?;
         }
@@ -739,10 +734,11 @@ async fn cluster_objects(ctx: &Context, cluster: &CapiCluster) -> Result<Option<
     Ok(Some(out))
 }
 
-async fn preferred(ctx: &Context, group: &str, kind: &str) -> Option<GroupVersionKind> {
+/// The served version of a CAPI kind, newest first (`v1beta2`, then `v1beta1`).
+pub async fn preferred(discovery: &crate::apply::DiscoveryCache, group: &str, kind: &str) -> Option<GroupVersionKind> {
     for version in ["v1beta2", "v1beta1"] {
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        if let Ok(Some(_)) = ctx.applier.discovery().resolve(&gvk).await {
+        if let Ok(Some(_)) = discovery.resolve(&gvk).await {
             return Some(gvk);
         }
     }
@@ -804,15 +800,13 @@ async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<Fet
         None => ctx.open(&ctx.settings.default_source).map_err(|e| e.to_string())?,
     };
     let id = crate::release::ReleaseId::from_tag(tag).map_err(|e| e.to_string())?;
-    let dir = ctx.cache.release_dir(&source.cache_key(), tag);
-    let listed = if dir.exists() {
-        ListedRelease { id, tag: tag.to_string(), prerelease: false, assets: Vec::new() }
-    } else {
-        let listing = ctx.list(&source, Duration::from_secs(60)).await;
-        let releases = listing.result.map_err(|e| format!("{e:?}"))?;
-        releases.iter().find(|r| r.tag == tag).cloned().ok_or_else(|| "not found in its source".to_string())?
-    };
-    ctx.cache.fetch(&source, &listed, FetchPolicy::default()).await.map_err(|e| e.to_string())
+    if let Some(cached) = ctx.cache.open(&source, &id, tag).await.map_err(|e| e.to_string())? {
+        return Ok(cached);
+    }
+    let listing = ctx.list(&source, Duration::from_secs(60)).await;
+    let releases = listing.result.map_err(|e| format!("{e:?}"))?;
+    let listed = releases.iter().find(|r| r.tag == tag).ok_or_else(|| "not found in its source".to_string())?;
+    ctx.cache.fetch(&source, listed, FetchPolicy::default()).await.map_err(|e| e.to_string())
 }
 
 /// Runs the ClusterAddon controller until `shutdown` resolves: watches the Clusters (the served

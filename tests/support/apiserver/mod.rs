@@ -29,7 +29,11 @@
 //! - garbage collection runs synchronously after each write (not in the background) and only
 //!   with background propagation (no foreground deletion, no orphaning);
 //! - `limit`/`continue` are ignored: a list returns everything in one page;
-//! - `deletecollection`, `resourceVersionMatch` semantics, `dryRun`, and subresources other than
+//! - `dryRun=All` on create, update, patch (server-side apply included) and delete: the write runs
+//!   on a copy of the store (validated, merged, conflicts checked) and the answer is the object as
+//!   it would be stored, with the live `resourceVersion` (none for a create); nothing is stored and
+//!   no watch sees it, as the real server's dry-run storage does; any other `dryRun` value is a 400;
+//! - `deletecollection`, `resourceVersionMatch` semantics, and subresources other than
 //!   `/status` are not implemented (they answer 405 or are ignored);
 //! - updates do not create missing objects (`PUT` answers 404) and unconditional updates (no
 //!   `resourceVersion`) are allowed for every kind.
@@ -601,6 +605,19 @@ fn serve(
     let parse_body = || -> Result<Value, ApiError> {
         serde_json::from_slice(body).map_err(|e| ApiError::new(400, "BadRequest", format!("invalid JSON body: {e}")))
     };
+    // A delete carries its options (dryRun among them) in a DeleteOptions body.
+    let delete_dry = (verb == "delete")
+        .then(|| serde_json::from_slice::<Value>(body).ok())
+        .flatten()
+        .and_then(|o| o.pointer("/dryRun/0").and_then(Value::as_str).map(str::to_string));
+    if let Some(dry) = query.get("dryRun").cloned().or(delete_dry)
+        && matches!(verb, "create" | "update" | "patch" | "delete")
+    {
+        return match dry_run(shared, &rt, t, verb, &dry, query, content_type, body) {
+            Ok((code, v)) => json_response(code, &v),
+            Err(e) => status_response(&e),
+        };
+    }
     let result: Result<(StatusCode, Value), ApiError> = match verb {
         "watch" => return watch(shared, &rt, ns, labels, fields, query),
         "get" => lock(&shared.store).get(&rt, ns.unwrap_or(""), &t.name).map(|v| (StatusCode::OK, v)),
@@ -620,15 +637,7 @@ fn serve(
         "update" => parse_body()
             .and_then(|b| lock(&shared.store).update(&rt, ns, &t.name, status_sub, b).map(|v| (StatusCode::OK, v))),
         "patch" => {
-            let kind = if content_type.starts_with("application/apply-patch") {
-                PatchType::Apply
-            } else if content_type.starts_with("application/json-patch") {
-                PatchType::Json
-            } else if content_type.starts_with("application/strategic-merge-patch") {
-                PatchType::Strategic
-            } else {
-                PatchType::Merge
-            };
+            let kind = patch_type(content_type);
             let force = query.get("force").is_some_and(|f| f == "true");
             let manager = query.get("fieldManager").map(String::as_str);
             let existed = lock(&shared.store).get(&rt, ns.unwrap_or(""), &t.name).is_ok();
@@ -648,6 +657,74 @@ fn serve(
         Ok((code, v)) => json_response(code, &v),
         Err(e) => status_response(&e),
     }
+}
+
+fn patch_type(content_type: &str) -> PatchType {
+    if content_type.starts_with("application/apply-patch") {
+        PatchType::Apply
+    } else if content_type.starts_with("application/json-patch") {
+        PatchType::Json
+    } else if content_type.starts_with("application/strategic-merge-patch") {
+        PatchType::Strategic
+    } else {
+        PatchType::Merge
+    }
+}
+
+/// A `dryRun` write: run on a copy of the store, answered as the real server's dry-run storage
+/// answers (an update keeps the live `resourceVersion`, a create has none), nothing kept.
+#[allow(clippy::too_many_arguments)]
+fn dry_run(
+    shared: &Arc<Shared>,
+    rt: &ResourceType,
+    t: &Target,
+    verb: &str,
+    dry: &str,
+    query: &BTreeMap<String, String>,
+    content_type: &str,
+    body: &Bytes,
+) -> Result<(StatusCode, Value), ApiError> {
+    if dry != "All" {
+        return Err(ApiError::new(
+            400,
+            "BadRequest",
+            format!("dryRun: Unsupported value: \"{dry}\": supported values: \"All\""),
+        ));
+    }
+    let ns = t.namespace.as_deref();
+    let status_sub = t.subresource == "status";
+    let mut copy = lock(&shared.store).dry_run_copy();
+    let live = copy.get(rt, ns.unwrap_or(""), &t.name).ok();
+    let parse_body = || -> Result<Value, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::new(400, "BadRequest", format!("invalid JSON body: {e}")))
+    };
+    let (code, mut out) = match verb {
+        "create" => (StatusCode::CREATED, copy.create(rt, ns, parse_body()?)?),
+        "update" => (StatusCode::OK, copy.update(rt, ns, &t.name, status_sub, parse_body()?)?),
+        "patch" => {
+            let force = query.get("force").is_some_and(|f| f == "true");
+            let manager = query.get("fieldManager").map(String::as_str);
+            let out = copy.patch(rt, ns, &t.name, status_sub, patch_type(content_type), body, manager, force)?;
+            (if live.is_some() { StatusCode::OK } else { StatusCode::CREATED }, out)
+        }
+        _ => {
+            let opts: Value =
+                if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+            let uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
+            (StatusCode::OK, copy.delete(rt, ns, &t.name, uid)?)
+        }
+    };
+    if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        match live.as_ref().and_then(|l| l.pointer("/metadata/resourceVersion")) {
+            Some(rv) if verb != "create" => {
+                m.insert("resourceVersion".into(), rv.clone());
+            }
+            _ => {
+                m.remove("resourceVersion");
+            }
+        }
+    }
+    Ok((code, out))
 }
 
 /// A created CRD becomes established at once, later, or never, as configured.

@@ -295,6 +295,24 @@ impl Store {
         s
     }
 
+    /// A copy of the objects and served types to run a `dryRun=All` write on: validation,
+    /// defaulting and apply merging behave as for a real write, but the copy has its own
+    /// (unwatched) event channel and is dropped after the answer, so nothing is stored, no
+    /// resourceVersion moves and no watch sees an event.
+    pub fn dry_run_copy(&self) -> Store {
+        let (tx, _) = broadcast::channel(16);
+        Store {
+            rv: self.rv,
+            types: self.types.clone(),
+            objects: self.objects.clone(),
+            uids: self.uids.clone(),
+            gc_due: false,
+            history: VecDeque::new(),
+            compacted: self.compacted,
+            tx,
+        }
+    }
+
     /// The current resourceVersion of the whole store.
     pub fn resource_version(&self) -> u64 {
         self.rv

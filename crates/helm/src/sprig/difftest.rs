@@ -1,10 +1,10 @@
 //! Differential tests against the real `helm` (v4): each case is a template
 //! expression rendered by helm and by this engine with the same values; the
-//! outputs must be equal. Without a helm binary (`CLUSTERSTACK_HELM`,
-//! `HELM_BIN`, `/work/wt/bin/helm` or `helm` on PATH) the test says it was
-//! skipped; with `CI=true` a missing helm fails it.
+//! outputs must be equal. The helm binary is found as every differential test
+//! finds it (`tests/support/helm.rs`: `CLUSTERSTACK_HELM`, `.ci/install-helm`'s
+//! `target/tools`, a helm v4 on PATH); without one the test says it was
+//! skipped, and with `CI=true` a missing helm fails it.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
@@ -12,18 +12,8 @@ use base64::Engine as _;
 use crate::{goyaml, helm_func_map};
 use gotmpl::{ExecOptions, Templates, Value, execute_with};
 
-fn helm_bin() -> Option<PathBuf> {
-    // .ci/run exports CLUSTERSTACK_HELM (the pinned, checked helm)
-    for var in ["CLUSTERSTACK_HELM", "HELM_BIN"] {
-        if let Ok(p) = std::env::var(var)
-            && !p.is_empty()
-        {
-            return Some(PathBuf::from(p));
-        }
-    }
-    std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("helm")).find(|p| p.exists()))
-}
+#[path = "../../../../tests/support/helm.rs"]
+mod helm_support;
 
 const VALUES: &str = r#"
 str: hello
@@ -293,11 +283,7 @@ fn decode(output: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn sprig_and_helm_functions_match_real_helm() {
-    let Some(helm) = helm_bin() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "helm is required in CI");
-        eprintln!("SKIPPED: no helm binary (set CLUSTERSTACK_HELM); the differential function test did not run");
-        return;
-    };
+    let Some(helm) = helm_support::require_helm("sprig_and_helm_functions_match_real_helm") else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let chart = dir.path().join("diff");
     std::fs::create_dir_all(chart.join("templates")).expect("mkdir");

@@ -1,7 +1,7 @@
 //! A fake GitHub for tests: the releases API and a separate asset-storage host, both on
 //! 127.0.0.1 with an ephemeral port, sharing one state that tests change at runtime.
 //!
-//! Include it with `mod fake_github;`. What it does like GitHub: paging (`per_page`, `page`,
+//! Part of the test support (`support::github`). What it does like GitHub: paging (`per_page`, `page`,
 //! `Link: rel="next"`), `ETag`/`If-None-Match` → 304, `x-ratelimit-*` headers, asset downloads
 //! that answer bytes only to `Accept: application/octet-stream`, optionally through a 302 to the
 //! storage host, which (like S3 with a signed URL) refuses requests carrying `Authorization`.

@@ -1,4 +1,4 @@
-//! Builders for releases and archives used by the `source_*` tests.
+//! Builders for releases and archives (`support::releases`), used by the `source_*` tests.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,80 @@
+//! Delete: removes objects a release applied, one at a time in the order given, and only those
+//! that still carry the release's labels (with the uid as a precondition, so a replacement
+//! created meanwhile is never touched). An object already gone counts as success. Pruning is a
+//! delete of what [`super::stale`] found.
+
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Preconditions};
+
+use super::inventory::{Action, Change, ChangeSet, Inventory, ObjectKey};
+use super::{Applier, ReleaseOwner, describe, is_not_found};
+
+impl Applier {
+    /// Deletes the stale objects of a release (from [`super::stale`], in that order). A failure
+    /// is recorded as `pruning failed: …`, and [`Inventory::record`] keeps the object so that the
+    /// next pass tries again.
+    pub async fn prune(&self, stale: &[ObjectKey], owner: &ReleaseOwner) -> ChangeSet {
+        let mut set = self.delete_each(stale, owner).await;
+        for change in set.changes.iter_mut().filter(|c| c.action == Action::Failed) {
+            change.error = format!("pruning failed: {}", change.error);
+        }
+        tracing::debug!(release = %owner.release, pruned = set.removed().len(), failed = set.failed(), "pruned stale objects");
+        set
+    }
+
+    /// Deletes everything `inventory` lists, in reverse order (the reverse of the apply order).
+    pub async fn delete_all(&self, inventory: &Inventory, owner: &ReleaseOwner) -> ChangeSet {
+        let keys: Vec<ObjectKey> = inventory.entries.iter().rev().map(|e| e.key.clone()).collect();
+        self.delete_each(&keys, owner).await
+    }
+
+    async fn delete_each(&self, keys: &[ObjectKey], owner: &ReleaseOwner) -> ChangeSet {
+        let mut set = ChangeSet { changes: Vec::with_capacity(keys.len()) };
+        for key in keys {
+            let change = match self.delete_owned(key, owner).await {
+                Ok(action) => {
+                    Change { key: key.clone(), action, error: String::new(), resource_version: String::new() }
+                }
+                Err(error) => {
+                    tracing::warn!(object = %key, %error, release = %owner.release, "deleting an object failed");
+                    Change::failed(key.clone(), error)
+                }
+            };
+            set.changes.push(change);
+        }
+        set
+    }
+
+    /// Deletes one object if it still carries our labels: [`Action::Deleted`], [`Action::Gone`]
+    /// or [`Action::Skipped`] (not ours); the error otherwise.
+    async fn delete_owned(&self, key: &ObjectKey, owner: &ReleaseOwner) -> Result<Action, String> {
+        let resolved = match self.discovery.resolve(&key.gvk()).await {
+            Ok(Some(r)) => r,
+            // The kind is gone (its CRD was deleted), and so are its objects.
+            Ok(None) => return Ok(Action::Gone),
+            Err(e) => return Err(format!("discovery failed: {}", describe(&e))),
+        };
+        let api = self.api(&resolved, &key.namespace);
+        let current = match api.get_opt(&key.name).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(Action::Gone),
+            Err(e) => return Err(format!("reading it failed: {}", describe(&e))),
+        };
+        if !owner.owns(current.labels()) {
+            tracing::info!(object = %key, release = %owner.release, "not deleting an object without our release labels");
+            return Ok(Action::Skipped);
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: current.uid(), resource_version: None }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&key.name, &params).await {
+            Ok(_) => {
+                tracing::info!(object = %key, release = %owner.release, "deleted");
+                Ok(Action::Deleted)
+            }
+            Err(e) if is_not_found(&e) => Ok(Action::Gone),
+            Err(e) => Err(format!("delete failed: {}", describe(&e))),
+        }
+    }
+}
