@@ -220,12 +220,13 @@ fn class(c: &[char], start: usize, out: &mut String) -> usize {
         }
         first = false;
         // [:alpha:]
-        if c[i] == '[' && c.get(i + 1) == Some(&':') {
-            if let Some(len) = c[i + 2..].windows(2).position(|w| w == [':', ']']) {
-                t.extend(&c[i..i + 2 + len + 2]);
-                i += 2 + len + 2;
-                continue;
-            }
+        if c[i] == '['
+            && c.get(i + 1) == Some(&':')
+            && let Some(len) = c[i + 2..].windows(2).position(|w| w == [':', ']'])
+        {
+            t.extend(&c[i..i + 2 + len + 2]);
+            i += 2 + len + 2;
+            continue;
         }
         if c[i] == '\\' {
             let n = c.get(i + 1).copied();
