@@ -200,4 +200,14 @@ mod tests {
         assert!(read_chart_yaml("- a\n").is_err());
         assert_eq!(read_chart_yaml("").expect("empty"), json!({}));
     }
+
+    /// helm v4.2.3 renders a chart whose `Chart.yaml` repeats keys, with the last
+    /// value (`.Chart.Description` was "second", `.Chart.Version` 0.2.0).
+    #[test]
+    fn chart_yaml_duplicate_keys_last_wins() {
+        let text =
+            "apiVersion: v2\nname: dup\nversion: 0.1.0\ndescription: first\ndescription: second\nversion: 0.2.0\n";
+        let meta = read_chart_yaml(text).expect("reads");
+        assert_eq!(meta, json!({"apiVersion": "v2", "name": "dup", "version": "0.2.0", "description": "second"}));
+    }
 }

@@ -227,6 +227,12 @@ pub(crate) fn items(v: &Value) -> Option<Vec<Value>> {
     match v {
         Value::List(l) => Some(l.as_ref().clone()),
         Value::Bytes(b) => Some(b.iter().map(|x| Value::Int(i64::from(*x))).collect()),
+        // Helm's typed slices with methods (`.Capabilities.APIVersions`) are
+        // slices to reflection, so every list function takes them
+        Value::Object(o) => match o.elements() {
+            Some(Value::List(l)) => Some(l.as_ref().clone()),
+            _ => None,
+        },
         _ => None,
     }
 }

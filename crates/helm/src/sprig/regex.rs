@@ -70,7 +70,7 @@ fn go_backquote(s: &str) -> String {
 }
 
 pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, FuncError> {
-    regex::Regex::new(&go_syntax(pattern)).map_err(|e| {
+    regex::RegexBuilder::new(&go_syntax(pattern)).octal(true).build().map_err(|e| {
         let text = e.to_string();
         // Go's error codes for the regex crate's usual complaints
         let whole = pattern.to_string();
@@ -99,73 +99,195 @@ pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, FuncError> {
     })
 }
 
-/// Rewrites Perl classes to their ASCII meaning, as Go's RE2 has them.
+/// Translates Go's RE2 syntax (as Go's `regexp/syntax` parses it) to the regex
+/// crate's where the same text means something else or is refused there:
+/// - `\d`, `\w`, `\s`, `\b` are ASCII-only in Go (and `\s` has no `\v`);
+/// - inside a class Go reads `-` after a class escape (`[\w-.]`), `[` (other
+///   than `[:name:]`), `&&`, `--` and `~~` as literals, where the regex crate
+///   sees ranges, nested classes and set operations: such characters are escaped;
+/// - `\<`, `\>` are the literal punctuation in Go, word boundaries here;
+/// - `\Q...\E` quotes literally; a `{` that opens no valid repeat is a literal.
+///
+/// Octal escapes (`\101`) are enabled on the builder. Anything Go refuses is
+/// left as it is, for the regex crate to refuse as well.
 fn go_syntax(p: &str) -> Cow<'_, str> {
-    if !p.contains('\\') {
+    if !p.contains(['\\', '[', '{']) {
         return Cow::Borrowed(p);
     }
+    let c: Vec<char> = p.chars().collect();
     let mut out = String::with_capacity(p.len() + 16);
-    let mut in_class = false;
-    let mut chars = p.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let Some(n) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                let rep = match (n, in_class) {
-                    ('d', false) => Some("[0-9]"),
-                    ('d', true) => Some("0-9"),
-                    ('D', false) => Some("[^0-9]"),
-                    ('w', false) => Some("[0-9A-Za-z_]"),
-                    ('w', true) => Some("0-9A-Za-z_"),
-                    ('W', false) => Some("[^0-9A-Za-z_]"),
-                    ('s', false) => Some("[\\t\\n\\f\\r ]"),
-                    ('s', true) => Some("\\t\\n\\f\\r "),
-                    ('S', false) => Some("[^\\t\\n\\f\\r ]"),
-                    ('b', false) => Some("(?-u:\\b)"),
-                    ('B', false) => Some("(?-u:\\B)"),
-                    _ => None,
-                };
-                match rep {
-                    Some(r) => out.push_str(r),
-                    None => {
-                        out.push('\\');
-                        out.push(n);
+    let mut i = 0;
+    while i < c.len() {
+        match c[i] {
+            '\\' if i + 1 < c.len() => {
+                let n = c[i + 1];
+                i += 2;
+                match n {
+                    'Q' => {
+                        // literal up to `\E` or the end
+                        while i < c.len() && !(c[i] == '\\' && c.get(i + 1) == Some(&'E')) {
+                            push_literal(&mut out, c[i]);
+                            i += 1;
+                        }
+                        i = (i + 2).min(c.len());
                     }
+                    'b' => out.push_str("(?-u:\\b)"),
+                    'B' => out.push_str("(?-u:\\B)"),
+                    '<' | '>' => out.push(n),
+                    _ => match perl_class(n, false) {
+                        Some(r) => out.push_str(r),
+                        None => {
+                            out.push('\\');
+                            out.push(n);
+                        }
+                    },
                 }
             }
-            '[' if !in_class => {
-                in_class = true;
-                out.push('[');
-                if chars.peek() == Some(&'^') {
-                    out.push('^');
-                    chars.next();
-                }
-                if chars.peek() == Some(&']') {
-                    out.push_str("\\]");
-                    chars.next();
-                }
+            '[' => i = class(&c, i, &mut out),
+            '{' if !is_repeat(&c[i..]) => {
+                out.push_str("\\{");
+                i += 1;
             }
-            '[' if in_class && chars.peek() == Some(&':') => {
-                // [:alpha:] inside a class
-                out.push('[');
-                for d in chars.by_ref() {
-                    out.push(d);
-                    if d == ']' {
-                        break;
-                    }
-                }
+            ch => {
+                out.push(ch);
+                i += 1;
             }
-            ']' if in_class => {
-                in_class = false;
-                out.push(']');
-            }
-            c => out.push(c),
         }
     }
     Cow::Owned(out)
+}
+
+/// Go's ASCII Perl classes, inside a class or not.
+fn perl_class(n: char, in_class: bool) -> Option<&'static str> {
+    Some(match (n, in_class) {
+        ('d', false) => "[0-9]",
+        ('d', true) => "0-9",
+        ('D', _) => "[^0-9]",
+        ('w', false) => "[0-9A-Za-z_]",
+        ('w', true) => "0-9A-Za-z_",
+        ('W', _) => "[^0-9A-Za-z_]",
+        ('s', false) => "[\\t\\n\\f\\r ]",
+        ('s', true) => "\\t\\n\\f\\r ",
+        ('S', _) => "[^\\t\\n\\f\\r ]",
+        _ => return None,
+    })
+}
+
+/// A literal character, escaped when the regex crate would read it otherwise.
+fn push_literal(out: &mut String, ch: char) {
+    if "\\.+*?()|[]{}^$-&~#".contains(ch) {
+        out.push('\\');
+    }
+    out.push(ch);
+}
+
+/// Go's `{n}`, `{n,}`, `{n,m}`; anything else makes `{` a literal in Go.
+fn is_repeat(c: &[char]) -> bool {
+    let mut i = 1;
+    let digits = |i: &mut usize| {
+        let s = *i;
+        while c.get(*i).is_some_and(char::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > s
+    };
+    if !digits(&mut i) {
+        return false;
+    }
+    if c.get(i) == Some(&',') {
+        i += 1;
+        digits(&mut i);
+    }
+    c.get(i) == Some(&'}')
+}
+
+/// Translates the class opening at `c[start]` (a `[`) as Go's `parseClass`
+/// reads it; returns the index after it. An unclosed class is copied as it
+/// is, for the regex crate's error.
+fn class(c: &[char], start: usize, out: &mut String) -> usize {
+    let mut t = String::from("[");
+    let mut i = start + 1;
+    if c.get(i) == Some(&'^') {
+        t.push('^');
+        i += 1;
+    }
+    let mut first = true;
+    while i < c.len() {
+        if c[i] == ']' && !first {
+            t.push(']');
+            out.push_str(&t);
+            return i + 1;
+        }
+        first = false;
+        // [:alpha:]
+        if c[i] == '['
+            && c.get(i + 1) == Some(&':')
+            && let Some(len) = c[i + 2..].windows(2).position(|w| w == [':', ']'])
+        {
+            t.extend(&c[i..i + 2 + len + 2]);
+            i += 2 + len + 2;
+            continue;
+        }
+        if c[i] == '\\' {
+            let n = c.get(i + 1).copied();
+            if let Some(r) = n.and_then(|n| perl_class(n, true)) {
+                t.push_str(r);
+                i += 2;
+                continue;
+            }
+            if matches!(n, Some('p' | 'P')) {
+                // \pL or \p{Greek}
+                let end = if c.get(i + 2) == Some(&'{') {
+                    c[i..].iter().position(|&x| x == '}').map_or(c.len(), |e| i + e + 1)
+                } else {
+                    (i + 3).min(c.len())
+                };
+                t.extend(&c[i..end]);
+                i = end;
+                continue;
+            }
+        }
+        i = class_char(c, i, &mut t);
+        // a range: `-` not followed by the closing `]`
+        if c.get(i) == Some(&'-') && c.get(i + 1).is_some_and(|&x| x != ']') {
+            t.push('-');
+            i = class_char(c, i + 1, &mut t);
+        }
+    }
+    out.extend(&c[start..]);
+    c.len()
+}
+
+/// One character of a class (a literal or an escape) at `c[i]`; returns the
+/// index after it.
+fn class_char(c: &[char], i: usize, t: &mut String) -> usize {
+    if c[i] != '\\' {
+        push_literal(t, c[i]);
+        return i + 1;
+    }
+    let Some(&n) = c.get(i + 1) else {
+        t.push('\\');
+        return i + 1;
+    };
+    if n.is_ascii_punctuation() {
+        push_literal(t, n);
+        return i + 2;
+    }
+    // \x41, \x{263a}, octal, \n...: the same text in both syntaxes
+    let end = match n {
+        'x' if c.get(i + 2) == Some(&'{') => c[i..].iter().position(|&x| x == '}').map_or(c.len(), |e| i + e + 1),
+        'x' => (i + 4).min(c.len()),
+        '0'..='7' => {
+            let mut e = i + 2;
+            while e < c.len() && e < i + 4 && ('0'..='7').contains(&c[e]) {
+                e += 1;
+            }
+            e
+        }
+        _ => i + 2,
+    };
+    t.extend(&c[i..end]);
+    end
 }
 
 /// Go's `Regexp.Split`.
@@ -212,6 +334,31 @@ fn quote_meta(s: &str) -> String {
 mod tests {
     use super::super::testhost::*;
     use gotmpl::value::Value;
+
+    /// Go patterns whose meaning differs in the regex crate's syntax; each
+    /// result checked with helm v4.2.3 (`tests/charts/sprig/templates/regexp.yaml`).
+    #[test]
+    fn go_regexp_syntax() {
+        let all = |p: &str, t: &str| callv("regexFindAll", &[st(p), st(t), Value::Int(-1)]);
+        assert_eq!(callv("regexMatch", &[st("^[\\w-\\.]+$"), st("mymaster")]), "true");
+        assert_eq!(callv("mustRegexMatch", &[st("^[\\w-]+$"), st("a-b")]), "true");
+        assert_eq!(all("[\\w-]+", "a-b c.d"), "[a-b c d]");
+        assert_eq!(all("[\\d-x]+", "1-2x y"), "[1-2x]");
+        assert_eq!(all("[a&&b]", "a&b c"), "[a & b]");
+        assert_eq!(all("[a~~b]", "~ab"), "[~ a b]");
+        assert_eq!(all("[+--]", "+,-."), "[+ , -]");
+        assert_eq!(all("[[a]", "[ab"), "[[ a]");
+        assert_eq!(all("[[:digit:]x]+", "12x a"), "[12x]");
+        assert_eq!(callv("regexReplaceAll", &[st("\\<b\\>"), st("<b> b"), st("B")]), "B b");
+        assert_eq!(all("\\Qa.b\\E+", "a.bb axb"), "[a.bb]");
+        assert_eq!(all("a{,2}", "a{,2} aa"), "[a{,2}]");
+        assert_eq!(callv("regexReplaceAll", &[st("x{"), st("x{y"), st("_")]), "_y");
+        assert_eq!(callv("regexSplit", &[st("{name}"), st("a{name}b"), Value::Int(-1)]), "[a b]");
+        assert_eq!(all("\\101+", "AAb"), "[AA]");
+        assert_eq!(all("[\\s]", "a\u{b}b c"), "[ ]");
+        assert_eq!(all("[\\Da]+", "1ab2"), "[ab]");
+        assert_eq!(callv("regexSplit", &[st("[\\s,-]+"), st("a, b-c"), Value::Int(-1)]), "[a b c]");
+    }
 
     #[test]
     fn regex_functions_as_go() {
