@@ -7,7 +7,8 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, Preconditions};
 
 use super::inventory::{Action, Change, ChangeSet, Inventory, ObjectKey};
-use super::{Applier, ReleaseOwner, describe, is_not_found};
+use super::{Applier, ReleaseOwner, describe};
+use crate::util::is_not_found;
 
 impl Applier {
     /// Deletes the stale objects of a release (from [`super::stale`], in that order). A failure

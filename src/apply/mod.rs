@@ -117,11 +117,6 @@ fn describe(e: &kube::Error) -> String {
     }
 }
 
-/// Whether the server answered 404 Not Found.
-pub(crate) fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
 /// Applies, prunes and deletes release objects (one file per verb in this module). Keep one per
 /// process and share it: it caches discovery. It keeps no other state; every pass reads what is
 /// on the server.
