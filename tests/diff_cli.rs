@@ -72,13 +72,15 @@ async fn server_with_v1() -> ApiServer {
     let report =
         Applier::new(server.client()).apply(&objects, &ApplyOptions::new(ReleaseOwner::new(TAG, NS))).await.unwrap();
     assert!(report.all_ok(), "{:?}", report.changes);
-    let resources =
-        clusterstack::controller::inventory::to_status(&clusterstack::apply::Inventory::from_changes(&report));
+    // The compact form the release controller writes: names grouped, failures in detail.
+    let (inventory, resources) =
+        clusterstack::controller::inventory::to_release_status(&clusterstack::apply::Inventory::from_changes(&report));
     let release = json!({
         "apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterStackRelease",
         "metadata": {"name": TAG, "namespace": NS},
         "spec": {},
-        "status": {"resources": serde_json::to_value(&resources).unwrap(), "ready": true}
+        "status": {"inventory": serde_json::to_value(&inventory).unwrap(),
+                   "resources": serde_json::to_value(&resources).unwrap(), "ready": true}
     });
     server.put_object(release.clone());
     server.put_object(release);

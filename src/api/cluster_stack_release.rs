@@ -35,9 +35,14 @@ pub struct ClusterStackReleaseSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStackReleaseStatus {
-    /// Every object the release applied, with its sync status.
+    /// The objects that are not synced, with why (at most 100; the `Applied` condition counts
+    /// them all). Synced objects are listed in `inventory` only, so the status stays small.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<ResourceStatus>,
+    /// Every object the release applied (or is applying), grouped by apiVersion, kind and
+    /// namespace, in apply order: what pruning and deletion work from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryGroup>,
     /// Full Kubernetes version of the release, e.g. `v1.27.5`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kubernetes_version: String,
@@ -58,6 +63,22 @@ pub struct ClusterStackReleaseStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// Objects of one apiVersion, kind and namespace that a release applied.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryGroup {
+    /// `apiVersion` of the objects, e.g. `cluster.x-k8s.io/v1beta1` or `v1`.
+    pub api_version: String,
+    /// Kind of the objects.
+    pub kind: String,
+    /// Namespace of the objects (empty for cluster-scoped kinds).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Their names, in apply order.
+    #[serde(default)]
+    pub names: Vec<String>,
 }
 
 /// The state of one node image of a release, as its provider plug-in reported it.

@@ -59,6 +59,8 @@ pub mod reason {
     pub const RENDER_FAILED: &str = "RenderFailed";
     /// Some object failed to apply or went missing.
     pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// The release renders more objects than `--max-objects-per-release` allows; nothing applied.
+    pub const TOO_MANY_OBJECTS: &str = "TooManyObjects";
     /// Work in progress.
     pub const PROGRESSING: &str = "Progressing";
     /// The step succeeded.

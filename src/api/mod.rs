@@ -17,7 +17,7 @@ pub use cluster_stack::{
     DirectorySource, GitHubSource, OciSource, ReleaseSourceSpec, SecretKeyRef,
 };
 pub use cluster_stack_release::{
-    ClusterStackRelease, ClusterStackReleaseSpec, ClusterStackReleaseStatus, NodeImageStatus,
+    ClusterStackRelease, ClusterStackReleaseSpec, ClusterStackReleaseStatus, InventoryGroup, NodeImageStatus,
 };
 pub use cluster_stack_rollout::{
     ClassVersion, ClusterStackRollout, ClusterStackRolloutSpec, ClusterStackRolloutStatus, FailurePolicy, HealthCheck,

@@ -67,7 +67,18 @@ impl Applier {
             .entries
             .iter()
             .filter(|e| e.synced)
-            .map(|e| (e.key.identity(), e.resource_version.clone()))
+            .map(|e| {
+                // A compact inventory (a release's status) keeps no versions: our last apply's,
+                // remembered in memory, stand in.
+                let identity = e.key.identity();
+                let rv = if e.resource_version.is_empty() {
+                    self.applied_version(&identity.group, &identity.kind, &identity.namespace, &identity.name)
+                        .unwrap_or_default()
+                } else {
+                    e.resource_version.clone()
+                };
+                (identity, rv)
+            })
             .collect();
 
         for run in order::runs(objects) {
@@ -106,6 +117,25 @@ impl Applier {
             "applied release objects"
         );
         Ok(set)
+    }
+
+    /// The keys `objects` will have once applied (namespaces defaulted or dropped by their kinds'
+    /// scope), for an inventory written before the apply. A kind the cluster does not serve yet
+    /// (a CRD of the same render adds it) keeps the namespace it names, else the owner's.
+    pub async fn planned_keys(&self, objects: &[DynamicObject], owner: &ReleaseOwner) -> Vec<ObjectKey> {
+        let mut keys = Vec::with_capacity(objects.len());
+        for obj in objects {
+            keys.push(match self.prepare(obj, owner).await {
+                Ok(p) => p.key,
+                Err(mut e) => {
+                    if e.key.namespace.is_empty() {
+                        e.key.namespace = owner.namespace.clone();
+                    }
+                    e.key
+                }
+            });
+        }
+        keys
     }
 
     /// Applies one object; never fails, the change says how it went.

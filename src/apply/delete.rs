@@ -1,13 +1,16 @@
 //! Delete: removes objects a release applied, one at a time in the order given, and only those
 //! that still carry the release's labels (with the uid as a precondition, so a replacement
 //! created meanwhile is never touched). An object already gone counts as success. Pruning is a
-//! delete of what [`super::stale`] found.
+//! delete of what [`super::stale`] found. [`Applier::delete_labelled`] finds by label what an
+//! inventory missed, and deletes only what our field manager applied.
+
+use std::collections::HashSet;
 
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Preconditions};
+use kube::api::{Api, DeleteParams, GroupVersionKind, ListParams, Preconditions};
 
-use super::inventory::{Action, Change, ChangeSet, Inventory, ObjectKey};
-use super::{Applier, ReleaseOwner, describe};
+use super::inventory::{Action, Change, ChangeSet, Identity, Inventory, ObjectKey};
+use super::{Applier, RELEASE_LABEL, RELEASE_NAMESPACE_LABEL, ReleaseOwner, describe};
 use crate::util::is_not_found;
 
 impl Applier {
@@ -27,6 +30,63 @@ impl Applier {
     pub async fn delete_all(&self, inventory: &Inventory, owner: &ReleaseOwner) -> ChangeSet {
         let keys: Vec<ObjectKey> = inventory.entries.iter().rev().map(|e| e.key.clone()).collect();
         self.delete_each(&keys, owner).await
+    }
+
+    /// Deletes the objects of `kinds` (every namespace) that carry the owner's labels and were
+    /// applied by our field manager, except those in `done`: what a release applied that its
+    /// inventory does not list (a status that could not hold it, or written by an older version).
+    /// A kind that cannot be listed is a failed change naming it, so the caller tries again.
+    pub async fn delete_labelled(
+        &self,
+        kinds: &[GroupVersionKind],
+        owner: &ReleaseOwner,
+        done: &HashSet<Identity>,
+    ) -> ChangeSet {
+        let selector = format!("{RELEASE_LABEL}={},{RELEASE_NAMESPACE_LABEL}={}", owner.release, owner.namespace);
+        let mut found = Vec::new();
+        let mut set = ChangeSet::default();
+        for gvk in kinds {
+            let resolved = match self.discovery.resolve(gvk).await {
+                Ok(Some(r)) => r,
+                Ok(None) => continue,
+                Err(e) => {
+                    let key = kind_key(gvk);
+                    set.changes.push(Change::failed(key, format!("discovery failed: {}", describe(&e))));
+                    continue;
+                }
+            };
+            let api: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), &resolved.resource);
+            let listed = match api.list_metadata(&ListParams::default().labels(&selector)).await {
+                Ok(l) => l,
+                Err(e) => {
+                    let key = kind_key(gvk);
+                    set.changes.push(Change::failed(key, format!("listing by label failed: {}", describe(&e))));
+                    continue;
+                }
+            };
+            for meta in listed.items {
+                let key = ObjectKey {
+                    group: gvk.group.clone(),
+                    version: gvk.version.clone(),
+                    kind: gvk.kind.clone(),
+                    namespace: meta.namespace().unwrap_or_default(),
+                    name: meta.name_any(),
+                };
+                // Labels can be copied by anyone: only what our own applies wrote is ours.
+                let ours = owner.owns(meta.labels())
+                    && meta.managed_fields().iter().any(|m| m.manager.as_deref() == Some(self.field_manager));
+                if !ours {
+                    tracing::info!(object = %key, release = %owner.release, "not deleting an object labelled for the release that our field manager did not apply");
+                } else if !done.contains(&key.identity()) {
+                    found.push(key);
+                }
+            }
+        }
+        if !found.is_empty() {
+            tracing::info!(release = %owner.release, objects = found.len(), "deleting objects the inventory did not list, found by label");
+        }
+        set.changes.extend(self.delete_each(&found, owner).await.changes);
+        set
     }
 
     async fn delete_each(&self, keys: &[ObjectKey], owner: &ReleaseOwner) -> ChangeSet {
@@ -77,5 +137,16 @@ impl Applier {
             Err(e) if is_not_found(&e) => Ok(Action::Gone),
             Err(e) => Err(format!("delete failed: {}", describe(&e))),
         }
+    }
+}
+
+/// The key naming a whole kind in a failed change (no object name).
+fn kind_key(gvk: &GroupVersionKind) -> ObjectKey {
+    ObjectKey {
+        group: gvk.group.clone(),
+        version: gvk.version.clone(),
+        kind: gvk.kind.clone(),
+        namespace: String::new(),
+        name: String::new(),
     }
 }

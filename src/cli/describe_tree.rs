@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::conditions::{self, READY, STALLED};
-use crate::api::{ClusterAddon, ClusterStack, ClusterStackRelease, Condition, SyncStatus};
+use crate::api::{ClusterAddon, ClusterStack, ClusterStackRelease, Condition};
 use crate::release::ReleaseId;
 
 /// One object of the tree.
@@ -127,8 +127,9 @@ pub fn release_node(release: &ClusterStackRelease, now: Timestamp) -> Node {
         return n;
     };
     n.ready = Some(st.ready);
-    let synced = st.resources.iter().filter(|r| r.status == SyncStatus::Synced).count();
-    n.info.push(format!("objects {synced}/{}", st.resources.len()));
+    let inventory = crate::controller::inventory::from_release_status(st);
+    let synced = inventory.entries.iter().filter(|e| e.synced).count();
+    n.info.push(format!("objects {synced}/{}", inventory.len()));
     if !st.node_images.is_empty() {
         let ready = st.node_images.iter().filter(|i| i.ready).count();
         n.info.push(format!("node images {ready}/{}", st.node_images.len()));

@@ -3,7 +3,7 @@
 //!
 //! The release is rendered as the release controller renders it and handed to the apply engine's
 //! diff step ([`crate::apply::Applier::diff`]), with the release's inventory
-//! (`ClusterStackRelease.status.resources`) as the previous apply, so objects the render dropped
+//! (`ClusterStackRelease.status.inventory`) as the previous apply, so objects the render dropped
 //! show as "would be pruned". With `--addons --cluster NS/NAME` the release's addons are rendered
 //! for that Cluster and compared inside its workload cluster, reached through the Cluster's
 //! kubeconfig Secret as the addon controller reaches it, against the ClusterAddon's inventory.
@@ -15,7 +15,7 @@ use anstyle::{AnsiColor, Style};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 
-use crate::api::{ClusterAddon, ClusterStackRelease, ResourceStatus};
+use crate::api::{ClusterAddon, ClusterStackRelease};
 use crate::apply::{Applier, ApplyOptions, DiffReport, ObjectDiff, ReleaseOwner};
 use crate::controller::addon::{self, workload};
 use crate::controller::runtime::clusters::ClusterKey;
@@ -106,24 +106,24 @@ pub async fn run(args: DiffArgs) -> Result<bool, CliError> {
     Ok(report.has_differences())
 }
 
-fn inventory<S: HasResources>(status: Option<S>) -> crate::apply::Inventory {
-    crate::controller::inventory::from_status(&status.map(HasResources::resources).unwrap_or_default())
+fn inventory<S: HasInventory>(status: Option<S>) -> crate::apply::Inventory {
+    status.map(HasInventory::inventory).unwrap_or_default()
 }
 
 /// The inventory of a status.
-trait HasResources {
-    fn resources(self) -> Vec<ResourceStatus>;
+trait HasInventory {
+    fn inventory(self) -> crate::apply::Inventory;
 }
 
-impl HasResources for crate::api::ClusterStackReleaseStatus {
-    fn resources(self) -> Vec<ResourceStatus> {
-        self.resources
+impl HasInventory for crate::api::ClusterStackReleaseStatus {
+    fn inventory(self) -> crate::apply::Inventory {
+        crate::controller::inventory::from_release_status(&self)
     }
 }
 
-impl HasResources for crate::api::ClusterAddonStatus {
-    fn resources(self) -> Vec<ResourceStatus> {
-        self.resources
+impl HasInventory for crate::api::ClusterAddonStatus {
+    fn inventory(self) -> crate::apply::Inventory {
+        crate::controller::inventory::from_status(&self.resources)
     }
 }
 

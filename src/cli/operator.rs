@@ -44,6 +44,7 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.providers = ProviderRegistry::with_builtins(registries);
     settings.gate.deadline = args.node_image_deadline;
     settings.addon_wait_deadline = args.addon_wait_deadline;
+    settings.max_objects_per_release = args.max_objects_per_release as usize;
     Ok(settings)
 }
 

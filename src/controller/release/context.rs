@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
+use tokio::time::{Duration, Instant};
 
 use crate::controller::runtime::backoff::Backoff;
 use crate::controller::runtime::context::{Context, SourceLookupError};
@@ -38,6 +39,15 @@ pub struct ReleaseContext {
     /// Bounds the downloads running at once.
     pub download_slots: Arc<Semaphore>,
     downloads: Mutex<HashMap<String, DownloadState>>,
+    retries: Mutex<HashMap<String, RetryAt>>,
+}
+
+/// When a release whose last pass failed may be tried again, and for which state of it.
+#[derive(Debug, Clone, Copy)]
+struct RetryAt {
+    generation: Option<i64>,
+    deleting: bool,
+    at: Instant,
 }
 
 impl ReleaseContext {
@@ -53,6 +63,7 @@ impl ReleaseContext {
             download_slots: Arc::new(Semaphore::new(usize::from(ctx.settings.concurrency.max(1)))),
             memos,
             downloads: Mutex::default(),
+            retries: Mutex::default(),
             ctx,
         }
     }
@@ -67,6 +78,31 @@ impl ReleaseContext {
 
     pub fn clear_download(&self, key: &str) {
         lock(&self.downloads).remove(key);
+    }
+
+    /// Records a failed pass over a release (at `generation`, deleting or not): the delay of the
+    /// next attempt, exponential in the failures in a row (capped, jittered). Until then
+    /// [`ReleaseContext::wait_left`] holds back the triggers that change nothing (our own status
+    /// writes, watch events of its objects), so a broken release is not retried in a hot loop.
+    pub fn failed(&self, key: &str, generation: Option<i64>, deleting: bool) -> Duration {
+        let delay = self.backoff.failure(key);
+        lock(&self.retries).insert(key.to_string(), RetryAt { generation, deleting, at: Instant::now() + delay });
+        delay
+    }
+
+    /// A pass succeeded: the next failure starts from the base delay again.
+    pub fn succeeded(&self, key: &str) {
+        self.backoff.success(key);
+        lock(&self.retries).remove(key);
+    }
+
+    /// How long the release must still wait after a failure; `None` when it may be worked on
+    /// now: no failure pending, the backoff elapsed, or the release changed since (a new
+    /// generation, or it is being deleted).
+    pub fn wait_left(&self, key: &str, generation: Option<i64>, deleting: bool) -> Option<Duration> {
+        let retries = lock(&self.retries);
+        let r = retries.get(key).filter(|r| r.generation == generation && r.deleting == deleting)?;
+        r.at.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
     }
 }
 

@@ -16,7 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use crate::api::{ClusterStackRelease, ClusterStackReleaseStatus, SyncStatus};
+use crate::api::{ClusterStackRelease, ClusterStackReleaseStatus};
 use crate::apply::{self as engine, ApplyOptions, Inventory, ReleaseOwner, WhenEmpty};
 use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, ReleaseContext as GateContext};
 use crate::release::ReleaseId;
@@ -42,10 +42,28 @@ const DOWNLOAD_POLL: Duration = Duration::from_millis(500);
 /// How often a deletion waiting for Clusters looks again.
 const IN_USE_POLL: Duration = Duration::from_secs(5);
 
+/// How a pass ended, for the backoff.
+enum Outcome {
+    /// Everything done (applied and synced, or deleted): the failure count starts over.
+    Done(Action),
+    /// Work under way (a download, the node-image gate, Clusters still using it): neither.
+    Waiting(Action),
+    /// Failed and reported in the status: retried after the backoff, and triggers before then
+    /// are ignored (see [`ReleaseContext::wait_left`]).
+    Failed,
+}
+
 /// One reconcile pass of a ClusterStackRelease.
 pub async fn reconcile(release: Arc<ClusterStackRelease>, rctx: Arc<ReleaseContext>) -> Result<Action, Error> {
-    let started = Instant::now();
     let key = key_of(release.as_ref());
+    let generation = release.meta().generation;
+    let deleting = release.meta().deletion_timestamp.is_some();
+    // A release that failed is left alone until its backoff elapses: our own status write and the
+    // watch events of its objects trigger passes that would only fail again.
+    if let Some(left) = rctx.wait_left(&key, generation, deleting) {
+        return Ok(Action::requeue(left));
+    }
+    let started = Instant::now();
     // Readiness as last written: our own status writes trigger the next pass, so the gauge
     // follows within one pass (a deleted release's series goes with `forget_release`).
     if release.metadata.deletion_timestamp.is_none() {
@@ -54,10 +72,18 @@ pub async fn reconcile(release: Arc<ClusterStackRelease>, rctx: Arc<ReleaseConte
     }
     let result = reconcile_inner(&release, &rctx, &key).await;
     rctx.ctx.metrics.reconciled(CONTROLLER, started.elapsed());
-    if result.is_ok() {
-        rctx.backoff.success(&key);
+    match result? {
+        Outcome::Done(action) => {
+            rctx.succeeded(&key);
+            Ok(action)
+        }
+        Outcome::Waiting(action) => Ok(action),
+        Outcome::Failed => {
+            let delay = rctx.failed(&key, generation, deleting);
+            tracing::debug!(release = %key, retry_in = ?delay, failures = rctx.backoff.failures(&key), "backing off");
+            Ok(Action::requeue(delay))
+        }
     }
-    result
 }
 
 /// The error policy: count the failure and back off per object.
@@ -66,7 +92,7 @@ pub fn error_policy(release: Arc<ClusterStackRelease>, error: &Error, rctx: Arc<
     rctx.ctx.metrics.failed(CONTROLLER, error.metric_label());
     // A failed pass may have left the object half-done: do not skip the next trigger.
     rctx.memos.forget(&key);
-    let delay = rctx.backoff.failure(&key);
+    let delay = rctx.failed(&key, release.meta().generation, release.meta().deletion_timestamp.is_some());
     tracing::warn!(release = %key, error = %error, retry_in = ?delay, "ClusterStackRelease reconcile failed");
     Action::requeue(delay)
 }
@@ -100,11 +126,23 @@ async fn write_status(
     Ok(status)
 }
 
+/// Whether the status already reports a failed download: a retry keeps it (no flip to
+/// `Downloading` and back on every attempt) until it succeeds or fails otherwise.
+fn download_failed(release: &ClusterStackRelease) -> bool {
+    ready_reason(release) == Some(reason::DOWNLOAD_FAILED)
+}
+
+/// The reason of the `Ready` condition as last written.
+fn ready_reason(release: &ClusterStackRelease) -> Option<&str> {
+    let conditions = &release.status.as_ref()?.conditions;
+    crate::api::conditions::find(conditions, crate::api::conditions::READY).map(|c| c.reason.as_str())
+}
+
 async fn reconcile_inner(
     release: &ClusterStackRelease,
     rctx: &Arc<ReleaseContext>,
     key: &str,
-) -> Result<Action, Error> {
+) -> Result<Outcome, Error> {
     let ctx = &rctx.ctx;
     let ns = release.namespace().unwrap_or_default();
     let tag = release.name_any();
@@ -132,7 +170,7 @@ async fn reconcile_inner(
     let (memo, ticket) = rctx.memos.get(key);
     let ready = release.status.as_ref().is_some_and(|s| s.ready);
     if let Some(left) = memo::still_good(memo.as_ref(), generation, ready, now) {
-        return Ok(Action::requeue(left));
+        return Ok(Outcome::Waiting(Action::requeue(left)));
     }
 
     let id = match ReleaseId::from_tag(&tag) {
@@ -140,7 +178,7 @@ async fn reconcile_inner(
         Err(e) => {
             let message = format!("ClusterStackRelease name {tag:?} is not a release tag: {e}");
             write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None), None).await?;
-            return Ok(Action::await_change());
+            return Ok(Outcome::Waiting(Action::await_change()));
         }
     };
 
@@ -148,13 +186,16 @@ async fn reconcile_inner(
     let fetched = match fetch(release, rctx, key, &source, &tag).await? {
         Fetch::Ready(f) => f,
         Fetch::Running(progress) => {
-            write_status(&api, release, &observe(ReleaseStep::Downloading { progress }, None), None).await?;
-            return Ok(Action::requeue(DOWNLOAD_POLL));
+            if !download_failed(release) {
+                write_status(&api, release, &observe(ReleaseStep::Downloading { progress }, None), None).await?;
+            }
+            return Ok(Outcome::Waiting(Action::requeue(DOWNLOAD_POLL)));
         }
         Fetch::Failed(message) => {
             ctx.metrics.failed(CONTROLLER, reason::DOWNLOAD_FAILED);
+            tracing::warn!(release = %key, error = %message, "download failed; backing off");
             write_status(&api, release, &observe(ReleaseStep::DownloadFailed { message }, None), None).await?;
-            return Ok(Action::requeue(rctx.backoff.failure(key)));
+            return Ok(Outcome::Failed);
         }
     };
 
@@ -163,8 +204,9 @@ async fn reconcile_inner(
         Err(e) => {
             ctx.metrics.failed(CONTROLLER, reason::INVALID_METADATA);
             let message = format!("metadata.yaml of release {tag}: {e}");
+            tracing::warn!(release = %key, error = %message, "invalid release; backing off");
             write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, None), None).await?;
-            return Ok(Action::requeue(rctx.backoff.failure(key)));
+            return Ok(Outcome::Failed);
         }
     };
     let k8s = Some(metadata.versions.kubernetes.to_string());
@@ -175,8 +217,9 @@ async fn reconcile_inner(
             Ok(f) => Some(f),
             Err(e) => {
                 let message = format!("{NODE_IMAGES_FILE} of release {tag}: {e}");
+                tracing::warn!(release = %key, error = %message, "invalid release; backing off");
                 write_status(&api, release, &observe(ReleaseStep::InvalidMetadata { message }, k8s), None).await?;
-                return Ok(Action::requeue(rctx.backoff.failure(key)));
+                return Ok(Outcome::Failed);
             }
         },
         None => None,
@@ -193,7 +236,7 @@ async fn reconcile_inner(
         let step = ReleaseStep::ProviderWork { message: gate.message.clone() };
         write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
         rctx.memos.forget(key);
-        return Ok(gate.requeue_after.map_or_else(Action::await_change, Action::requeue));
+        return Ok(Outcome::Waiting(gate.requeue_after.map_or_else(Action::await_change, Action::requeue)));
     }
 
     let chart = fetched.cluster_class_chart_dir();
@@ -204,27 +247,51 @@ async fn reconcile_inner(
         Err(e) => {
             ctx.metrics.failed(CONTROLLER, reason::RENDER_FAILED);
             let message = format!("rendering the cluster class of {tag}: {e}");
+            tracing::warn!(release = %key, error = %message, "render failed; backing off");
             write_status(&api, release, &observe(ReleaseStep::RenderFailed { message }, k8s), None).await?;
-            return Ok(Action::requeue(rctx.backoff.failure(key)));
+            return Ok(Outcome::Failed);
         }
     };
 
+    // A release too large for one status (and for the API server's patience) is refused whole:
+    // nothing applied, nothing pruned, the inventory of an earlier apply kept.
+    let cap = ctx.settings.max_objects_per_release;
+    if objects.len() > cap {
+        ctx.metrics.failed(CONTROLLER, reason::TOO_MANY_OBJECTS);
+        let message = status::too_many_objects_message(objects.len(), cap);
+        tracing::warn!(release = %key, objects = objects.len(), cap, "release refused: {message}");
+        if ready_reason(release) != Some(reason::TOO_MANY_OBJECTS) {
+            ctx.event(&release.object_ref(&()), true, reason::TOO_MANY_OBJECTS, "Apply", message).await;
+        }
+        let step = ReleaseStep::TooManyObjects { count: objects.len(), cap };
+        write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
+        rctx.memos.forget(key);
+        return Ok(Outcome::Failed);
+    }
+
     // Apply, then prune what the previous inventory has and this render has not.
-    let previous = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
+    let previous = release.status.as_ref().map(super::inventory::from_release_status).unwrap_or_default();
     let owner = ReleaseOwner::new(&tag, &ns);
+    // Written ahead: the inventory lists every object before it may exist, so a deletion finds
+    // all of them even when the pass stops half-way; a status the server refuses stops the pass
+    // before anything is applied.
+    if let Err(e) = record_intent(&api, release, &previous, &objects, &owner, ctx).await {
+        ctx.metrics.failed(CONTROLLER, "StatusWriteFailed");
+        tracing::warn!(release = %key, error = %e, "recording the inventory before the apply failed: nothing applied; backing off");
+        let note =
+            format!("the status could not record the {} object(s) to apply, nothing applied: {e}", objects.len());
+        ctx.event(&release.object_ref(&()), true, "StatusWriteFailed", "Apply", note).await;
+        rctx.memos.forget(key);
+        return Ok(Outcome::Failed);
+    }
     let applied =
         ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
     let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
     let pruned = ctx.applier.prune(&stale, &owner).await;
     let mut inventory = Inventory::from_changes(&applied);
     inventory.record(&pruned);
-    let resources = super::inventory::to_status(&inventory);
     // Someone else's change to what was applied reaches this release within seconds.
-    let mut kinds: Vec<kube::api::GroupVersionKind> =
-        resources.iter().map(|r| kube::api::GroupVersionKind::gvk(&r.group, &r.version, &r.kind)).collect();
-    kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
-    kinds.dedup();
-    for kind in &kinds {
+    for kind in &kinds_of(&inventory) {
         crate::controller::runtime::watch::watch_kind(ctx, kind).await;
     }
     for created in applied.with(engine::Action::Created) {
@@ -234,32 +301,77 @@ async fn reconcile_inner(
     if corrected > 0 {
         tracing::info!(release = %key, corrected, "corrected drifted objects");
     }
-    let forbidden: Vec<String> = resources
+    let forbidden: Vec<String> = inventory
+        .entries
         .iter()
-        .filter(|r| r.error.starts_with(engine::FORBIDDEN_PREFIX))
-        .map(|r| format!("{} {}: {}", r.kind, r.name, r.error))
+        .filter(|e| e.error.starts_with(engine::FORBIDDEN_PREFIX))
+        .map(|e| format!("{} {}: {}", e.key.kind, e.key.name, e.error))
         .collect();
     if !forbidden.is_empty() {
         tracing::warn!(release = %key, objects = forbidden.len(), first = %forbidden[0], "applying objects was forbidden");
         let note = forbidden.join("; ");
         ctx.event(&release.object_ref(&()), true, "ApplyForbidden", "Apply", note).await;
     }
-    let synced = resources.iter().filter(|r| r.status == SyncStatus::Synced).count() as u64;
-    let not_synced = resources.len() as u64 - synced;
+    let synced = inventory.entries.iter().filter(|e| e.synced).count() as u64;
+    let not_synced = inventory.len() as u64 - synced;
     ctx.metrics.applied_objects(&ns, &tag, synced, not_synced);
     let all_synced = not_synced == 0;
-    let step = ReleaseStep::Applied { resources };
+    let step = ReleaseStep::Applied { inventory };
+    // A refused status write (too large, invalid, a server error) is an error: the error policy
+    // backs off, and the triggers before the retry are held back, so nothing is re-applied in a
+    // loop.
     let status = write_status(&api, release, &observe(step, k8s), Some(&gate)).await?;
 
     if all_synced && status.ready {
         let next = jittered(ctx.settings.resync_interval, 0.1, &ctx.random);
         let next = gate.requeue_after.map_or(next, |g| g.min(next));
         rctx.memos.remember(key, ticket, ReleaseMemo { generation, applied_at: now, valid_for: next });
-        Ok(Action::requeue(next))
+        Ok(Outcome::Done(Action::requeue(next)))
     } else {
         ctx.metrics.failed(CONTROLLER, reason::APPLY_FAILED);
         rctx.memos.forget(key);
-        Ok(Action::requeue(rctx.backoff.failure(key)))
+        Ok(Outcome::Failed)
+    }
+}
+
+/// Records the inventory an apply of `objects` may leave (the previous one and every object of
+/// the render, keyed as the apply will key it) in the status before applying, when it lists
+/// something new.
+async fn record_intent(
+    api: &Api<ClusterStackRelease>,
+    release: &ClusterStackRelease,
+    previous: &Inventory,
+    objects: &[kube::api::DynamicObject],
+    owner: &ReleaseOwner,
+    ctx: &crate::controller::runtime::context::Context,
+) -> Result<(), Error> {
+    let keys = ctx.applier.planned_keys(objects, owner).await;
+    let mut intent = previous.clone();
+    let known: std::collections::HashSet<engine::Identity> =
+        previous.entries.iter().map(|e| e.key.identity()).collect();
+    let new: Vec<engine::InventoryEntry> = keys
+        .into_iter()
+        // An object without a kind or a name fails its apply and is never created.
+        .filter(|k| !k.kind.is_empty() && !k.name.is_empty() && !known.contains(&k.identity()))
+        .map(|key| engine::InventoryEntry {
+            key,
+            synced: false,
+            error: "not applied yet".into(),
+            resource_version: String::new(),
+        })
+        .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
+    intent.entries.extend(new);
+    let current = release.status.clone().unwrap_or_default();
+    let mut next = current.clone();
+    (next.inventory, next.resources) = super::inventory::to_release_status(&intent);
+    let body = crate::controller::status_patch(Some(&current), &next)?;
+    match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -351,9 +463,9 @@ async fn delete(
     rctx: &ReleaseContext,
     key: &str,
     api: &Api<ClusterStackRelease>,
-) -> Result<Action, Error> {
+) -> Result<Outcome, Error> {
     if !has_finalizer(release) {
-        return Ok(Action::await_change());
+        return Ok(Outcome::Waiting(Action::await_change()));
     }
     let ctx = &rctx.ctx;
     let ns = release.namespace().unwrap_or_default();
@@ -365,18 +477,23 @@ async fn delete(
         if !users.is_empty() {
             let step = ReleaseStep::WaitingForClusters { class: id.class_name(), clusters: users };
             write_status(api, release, &observe(step), None).await?;
-            return Ok(Action::requeue(IN_USE_POLL));
+            return Ok(Outcome::Waiting(Action::requeue(IN_USE_POLL)));
         }
     }
-    let inventory = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
-    let deleted = ctx.applier.delete_all(&inventory, &ReleaseOwner::new(&tag, &ns)).await;
+    let inventory = release.status.as_ref().map(super::inventory::from_release_status).unwrap_or_default();
+    let owner = ReleaseOwner::new(&tag, &ns);
+    let mut deleted = ctx.applier.delete_all(&inventory, &owner).await;
+    // Objects carrying our labels that the status does not list (a status written before it
+    // could hold them, or lost): found by label among the kinds the release applied.
+    let kinds = kinds_of(&inventory);
+    deleted.changes.extend(ctx.applier.delete_labelled(&kinds, &owner, &deleted.identities()).await.changes);
     if !deleted.all_ok() {
         let failed: Vec<String> =
             deleted.failures().map(|c| format!("{} {}: {}", c.key.kind, c.key.name, c.error)).collect();
         let message = format!("could not delete {} object(s): {}", failed.len(), failed.join("; "));
         ctx.metrics.failed(CONTROLLER, reason::DELETING);
         write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
-        return Ok(Action::requeue(rctx.backoff.failure(key)));
+        return Ok(Outcome::Failed);
     }
     // The provider plug-in removes what it made (e.g. a provider operator's release object).
     if let Ok(gate_ctx) = GateContext::for_release(release, None, ctx.client.clone()) {
@@ -387,7 +504,7 @@ async fn delete(
             rctx.gate.cleanup(&gate_ctx.with_provider_ref(provider_ref), no_provider).await
         {
             write_status(api, release, &observe(ReleaseStep::Deleting { message }), None).await?;
-            return Ok(Action::requeue(recheck_after));
+            return Ok(Outcome::Waiting(Action::requeue(recheck_after)));
         }
     }
     let finalizers: Vec<&String> = release.finalizers().iter().filter(|f| *f != RELEASE_FINALIZER).collect();
@@ -403,5 +520,17 @@ async fn delete(
     ctx.metrics.forget_release(&ns, &tag);
     rctx.memos.remove(key);
     rctx.clear_download(key);
-    Ok(Action::await_change())
+    Ok(Outcome::Done(Action::await_change()))
+}
+
+/// The kinds an inventory lists, each once.
+fn kinds_of(inventory: &Inventory) -> Vec<kube::api::GroupVersionKind> {
+    let mut kinds: Vec<kube::api::GroupVersionKind> = inventory
+        .entries
+        .iter()
+        .map(|e| kube::api::GroupVersionKind::gvk(&e.key.group, &e.key.version, &e.key.kind))
+        .collect();
+    kinds.sort_by(|a, b| (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind)));
+    kinds.dedup();
+    kinds
 }

@@ -2,12 +2,14 @@
 //!
 //! Pure: the reconciler reports which step it reached and what it observed;
 //! this decides conditions, phase and `ready`. The inventory
-//! (`status.resources`) is carried over unless the pass applied, so a failing
-//! download or render never loses what must be deleted later.
+//! (`status.inventory`, and `status.resources` for objects not synced) is carried
+//! over unless the pass applied, so a failing download or render never loses what
+//! must be deleted later.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::{ClusterStackReleaseStatus, ResourceStatus, SyncStatus};
+use crate::api::ClusterStackReleaseStatus;
+use crate::apply::{Inventory, InventoryEntry};
 
 use crate::api::conditions::{
     APPLIED, DOWNLOADED, FALSE, READY, RENDERED, TRUE, condition, progress_from_ready, reason, set_condition,
@@ -33,7 +35,9 @@ pub enum ReleaseStep {
     /// The cluster-class bundle failed to render.
     RenderFailed { message: String },
     /// The rendered objects were applied, with these results.
-    Applied { resources: Vec<ResourceStatus> },
+    Applied { inventory: Inventory },
+    /// The render has more objects than the operator allows per release: nothing was applied.
+    TooManyObjects { count: usize, cap: usize },
     /// Deletion waits until these Clusters stop using the ClusterClass.
     WaitingForClusters { class: String, clusters: Vec<ClusterKey> },
     /// Deleting the applied objects; `message` says what is left or failed.
@@ -49,26 +53,35 @@ pub struct ReleaseObservation {
     pub generation: Option<i64>,
 }
 
-fn object_name(r: &ResourceStatus) -> String {
-    let ns = if r.namespace.is_empty() { String::new() } else { format!("{}/", r.namespace) };
-    format!("{} {ns}{}", r.kind, r.name)
+fn object_name(e: &InventoryEntry) -> String {
+    let k = &e.key;
+    let ns = if k.namespace.is_empty() { String::new() } else { format!("{}/", k.namespace) };
+    format!("{} {ns}{}", k.kind, k.name)
 }
 
 /// `(all synced, message)` for a set of applied objects.
-pub fn summarise_resources(resources: &[ResourceStatus]) -> (bool, String) {
-    let failed: Vec<&ResourceStatus> = resources.iter().filter(|r| r.status == SyncStatus::NotSynced).collect();
+pub fn summarise(inventory: &Inventory) -> (bool, String) {
+    let failed: Vec<&InventoryEntry> = inventory.entries.iter().filter(|e| !e.synced).collect();
     if failed.is_empty() {
-        return (true, format!("{} object(s) synced", resources.len()));
+        return (true, format!("{} object(s) synced", inventory.len()));
     }
     let mut named: Vec<String> = failed
         .iter()
         .take(MAX_NAMED)
-        .map(|r| if r.error.is_empty() { object_name(r) } else { format!("{}: {}", object_name(r), r.error) })
+        .map(|e| if e.error.is_empty() { object_name(e) } else { format!("{}: {}", object_name(e), e.error) })
         .collect();
     if failed.len() > MAX_NAMED {
         named.push(format!("and {} more", failed.len() - MAX_NAMED));
     }
-    (false, format!("{} of {} object(s) not synced: {}", failed.len(), resources.len(), named.join("; ")))
+    (false, format!("{} of {} object(s) not synced: {}", failed.len(), inventory.len(), named.join("; ")))
+}
+
+/// The `Ready` message of a release refused for its size.
+pub fn too_many_objects_message(count: usize, cap: usize) -> String {
+    format!(
+        "the release renders {count} objects, more than the {cap} allowed per release \
+         (--max-objects-per-release): nothing was applied"
+    )
 }
 
 /// Builds the status of a ClusterStackRelease after a pass.
@@ -115,11 +128,19 @@ pub fn build_release_status(
             set(READY, FALSE, reason::RENDER_FAILED, message);
             (PHASE_FAILED, false)
         }
-        ReleaseStep::Applied { resources } => {
+        ReleaseStep::TooManyObjects { count, cap } => {
+            let message = too_many_objects_message(*count, *cap);
             set(DOWNLOADED, TRUE, reason::SUCCEEDED, "");
             set(RENDERED, TRUE, reason::SUCCEEDED, "");
-            let (all_synced, message) = summarise_resources(resources);
-            status.resources = resources.clone();
+            set(APPLIED, FALSE, reason::TOO_MANY_OBJECTS, &message);
+            set(READY, FALSE, reason::TOO_MANY_OBJECTS, &message);
+            (PHASE_FAILED, false)
+        }
+        ReleaseStep::Applied { inventory } => {
+            set(DOWNLOADED, TRUE, reason::SUCCEEDED, "");
+            set(RENDERED, TRUE, reason::SUCCEEDED, "");
+            let (all_synced, message) = summarise(inventory);
+            (status.inventory, status.resources) = crate::controller::inventory::to_release_status(inventory);
             if all_synced {
                 set(APPLIED, TRUE, reason::SUCCEEDED, &message);
                 set(READY, TRUE, reason::SUCCEEDED, "");
@@ -151,7 +172,8 @@ pub fn build_release_status(
 }
 
 /// `Ready` reasons of a ClusterStackRelease that mean `Stalled`.
-pub const RELEASE_STALLED_REASONS: &[&str] = &[reason::INVALID_METADATA, reason::RENDER_FAILED];
+pub const RELEASE_STALLED_REASONS: &[&str] =
+    &[reason::INVALID_METADATA, reason::RENDER_FAILED, reason::TOO_MANY_OBJECTS];
 
 #[cfg(test)]
 mod tests {
@@ -162,17 +184,23 @@ mod tests {
         Time(s.parse().unwrap())
     }
 
-    fn res(kind: &str, name: &str, ok: bool, error: &str) -> ResourceStatus {
-        ResourceStatus {
-            group: "cluster.x-k8s.io".into(),
-            version: "v1beta1".into(),
-            kind: kind.into(),
-            namespace: "stacks".into(),
-            name: name.into(),
-            status: if ok { SyncStatus::Synced } else { SyncStatus::NotSynced },
+    fn res(kind: &str, name: &str, ok: bool, error: &str) -> InventoryEntry {
+        InventoryEntry {
+            key: crate::apply::ObjectKey {
+                group: "cluster.x-k8s.io".into(),
+                version: "v1beta1".into(),
+                kind: kind.into(),
+                namespace: "stacks".into(),
+                name: name.into(),
+            },
+            synced: ok,
             error: error.into(),
             resource_version: String::new(),
         }
+    }
+
+    fn inv(entries: Vec<InventoryEntry>) -> Inventory {
+        Inventory { entries }
     }
 
     fn obs(step: ReleaseStep) -> ReleaseObservation {
@@ -189,10 +217,10 @@ mod tests {
         let s = build_release_status(Some(&s), &obs(ReleaseStep::RenderFailed { message: "line 3".into() }), &now);
         assert!(is_true(&s.conditions, STALLED) && find(&s.conditions, RECONCILING).is_none());
         assert_eq!(find(&s.conditions, STALLED).unwrap().message, "line 3");
-        let failing = obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", false, "403")] });
+        let failing = obs(ReleaseStep::Applied { inventory: inv(vec![res("ClusterClass", "c", false, "403")]) });
         let s = build_release_status(Some(&s), &failing, &now);
         assert!(is_true(&s.conditions, RECONCILING) && find(&s.conditions, STALLED).is_none());
-        let done = obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", true, "")] });
+        let done = obs(ReleaseStep::Applied { inventory: inv(vec![res("ClusterClass", "c", true, "")]) });
         let s = build_release_status(Some(&s), &done, &now);
         assert!(find(&s.conditions, RECONCILING).is_none() && find(&s.conditions, STALLED).is_none());
         assert!(is_true(&s.conditions, READY));
@@ -204,7 +232,7 @@ mod tests {
         let now = time("2026-01-01T00:00:00Z");
         let o = ReleaseObservation {
             kubernetes_version: Some("v1.27.5".into()),
-            ..obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", true, "")] })
+            ..obs(ReleaseStep::Applied { inventory: inv(vec![res("ClusterClass", "c", true, "")]) })
         };
         let s = build_release_status(None, &o, &now);
         assert!(s.ready);
@@ -221,13 +249,16 @@ mod tests {
         let now = time("2026-01-01T00:00:00Z");
         let ready = build_release_status(
             None,
-            &obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", true, "")] }),
+            &obs(ReleaseStep::Applied { inventory: inv(vec![res("ClusterClass", "c", true, "")]) }),
             &now,
         );
         let resources =
             vec![res("ClusterClass", "c", true, ""), res("DockerMachineTemplate", "m", false, "object disappeared")];
-        let s =
-            build_release_status(Some(&ready), &obs(ReleaseStep::Applied { resources }), &time("2026-01-02T00:00:00Z"));
+        let s = build_release_status(
+            Some(&ready),
+            &obs(ReleaseStep::Applied { inventory: inv(resources) }),
+            &time("2026-01-02T00:00:00Z"),
+        );
         assert!(!s.ready);
         let c = find(&s.conditions, READY).unwrap();
         assert_eq!(c.reason, reason::APPLY_FAILED);
@@ -238,7 +269,7 @@ mod tests {
     #[test]
     fn many_failures_are_summarised() {
         let resources: Vec<_> = (0..5).map(|i| res("X", &format!("o{i}"), false, "")).collect();
-        let (ok, msg) = summarise_resources(&resources);
+        let (ok, msg) = summarise(&inv(resources));
         assert!(!ok);
         assert!(
             msg.starts_with("5 of 5 object(s) not synced: X stacks/o0; X stacks/o1; X stacks/o2; and 2 more"),
@@ -253,7 +284,7 @@ mod tests {
             None,
             &ReleaseObservation {
                 kubernetes_version: Some("v1.27.5".into()),
-                ..obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", true, "")] })
+                ..obs(ReleaseStep::Applied { inventory: inv(vec![res("ClusterClass", "c", true, "")]) })
             },
             &now,
         );
@@ -263,9 +294,11 @@ mod tests {
             ReleaseStep::RenderFailed { message: "template error".into() },
             ReleaseStep::Downloading { progress: "1 of 4 assets".into() },
             ReleaseStep::Deleting { message: "2 objects left".into() },
+            ReleaseStep::TooManyObjects { count: 25_000, cap: 5000 },
         ] {
             let s = build_release_status(Some(&applied), &obs(step.clone()), &now);
             assert_eq!(s.resources, applied.resources, "{step:?}");
+            assert_eq!(s.inventory, applied.inventory, "{step:?}");
             assert_eq!(s.kubernetes_version, "v1.27.5");
             assert!(!s.ready, "{step:?}");
         }
@@ -280,6 +313,7 @@ mod tests {
             (ReleaseStep::InvalidMetadata { message: "m".into() }, RENDERED, reason::INVALID_METADATA, PHASE_FAILED),
             (ReleaseStep::RenderFailed { message: "m".into() }, RENDERED, reason::RENDER_FAILED, PHASE_FAILED),
             (ReleaseStep::ProviderWork { message: "m".into() }, READY, reason::PROGRESSING, PHASE_PROVIDER),
+            (ReleaseStep::TooManyObjects { count: 9, cap: 8 }, READY, reason::TOO_MANY_OBJECTS, PHASE_FAILED),
         ];
         for (step, cond, why, phase) in cases {
             let s = build_release_status(None, &obs(step.clone()), &now);
@@ -309,9 +343,32 @@ mod tests {
 
     #[test]
     fn an_unchanged_pass_builds_an_equal_status() {
-        let o = obs(ReleaseStep::Applied { resources: vec![res("ClusterClass", "c", false, "conflict")] });
+        let o = obs(ReleaseStep::Applied { inventory: inv(vec![res("ClusterClass", "c", false, "conflict")]) });
         let first = build_release_status(None, &o, &time("2026-01-01T00:00:00Z"));
         let second = build_release_status(Some(&first), &o, &time("2026-01-05T00:00:00Z"));
         assert_eq!(first, second);
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use crate::api::conditions::{STALLED, find, is_true};
+
+    #[test]
+    fn too_many_objects_names_the_count_and_the_cap_and_stalls() {
+        let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let o = ReleaseObservation {
+            step: ReleaseStep::TooManyObjects { count: 25_000, cap: 5000 },
+            kubernetes_version: None,
+            generation: Some(1),
+        };
+        let s = build_release_status(None, &o, &now);
+        let ready = find(&s.conditions, READY).unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), (FALSE, reason::TOO_MANY_OBJECTS));
+        assert!(ready.message.contains("25000") && ready.message.contains("5000"), "{}", ready.message);
+        assert!(ready.message.contains("--max-objects-per-release"), "{}", ready.message);
+        assert!(is_true(&s.conditions, STALLED));
+        assert!(s.inventory.is_empty() && s.resources.is_empty());
     }
 }

@@ -127,6 +127,11 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_RENDER_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub render_timeout: Duration,
 
+    /// Objects one release may apply: a release rendering more is refused before anything is
+    /// applied (`Ready=False`, reason `TooManyObjects`), so its status always fits.
+    #[arg(long, env = "CLUSTERSTACK_MAX_OBJECTS_PER_RELEASE", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_objects_per_release: u32,
+
     /// Render workers running at once.
     #[arg(long, env = "CLUSTERSTACK_RENDER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub render_workers: u16,
@@ -180,6 +185,11 @@ mod tests {
         assert_eq!(w.args.poll_interval, Duration::from_secs(300));
         assert_eq!(w.args.cache_dir, PathBuf::from(DEFAULT_CACHE_DIR));
         assert!(!w.args.leader_elect);
+        assert_eq!(
+            w.args.max_objects_per_release as usize,
+            crate::controller::runtime::context::DEFAULT_MAX_OBJECTS_PER_RELEASE
+        );
+        assert!(Wrap::try_parse_from(["x", "--max-objects-per-release", "0"]).is_err());
         let w = Wrap::try_parse_from(["x", "--poll-interval", "30s", "--concurrency", "8", "--leader-elect"]).unwrap();
         assert_eq!(w.args.poll_interval, Duration::from_secs(30));
         assert_eq!(w.args.concurrency, 8);

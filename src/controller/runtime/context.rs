@@ -27,6 +27,11 @@ pub const REPORTER: &str = "clusterstack-operator";
 /// The default deadline of an addon stage's wait condition.
 pub const DEFAULT_ADDON_WAIT_DEADLINE: Duration = Duration::from_secs(600);
 
+/// How many objects one release may apply by default (`--max-objects-per-release`): ten
+/// times the largest real stack seen, and small enough that its compact status (names only)
+/// stays far below the API server's object size limit (1.5 MiB in etcd).
+pub const DEFAULT_MAX_OBJECTS_PER_RELEASE: usize = 5000;
+
 /// What the controllers need to know, independent of how the process was started.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -56,6 +61,8 @@ pub struct Settings {
     pub cache_grace: Duration,
     /// Deadline of each addon stage's wait condition.
     pub addon_wait_deadline: Duration,
+    /// A release rendering more objects is refused before anything is applied.
+    pub max_objects_per_release: usize,
 }
 
 impl Settings {
@@ -75,6 +82,7 @@ impl Settings {
             shard: None,
             cache_grace: Duration::from_secs(3600),
             addon_wait_deadline: DEFAULT_ADDON_WAIT_DEADLINE,
+            max_objects_per_release: DEFAULT_MAX_OBJECTS_PER_RELEASE,
         }
     }
 }

@@ -445,17 +445,9 @@ fn object_changed(
             // Another shard's, or not (yet) ours.
             None => return,
             Some(r) if r.metadata.deletion_timestamp.is_some() => return,
-            Some(r) => {
-                // Recorded by the last status write: our own write, seen after a restart.
-                let recorded = r.status.as_ref().and_then(|s| {
-                    s.resources.iter().find(|x| {
-                        x.kind == gvk.kind && x.group == gvk.group && x.name == *name && x.namespace == *namespace
-                    })
-                });
-                if !deleted && recorded.is_some_and(|x| x.resource_version == *rv) {
-                    return;
-                }
-            }
+            // (The compact status keeps no resourceVersions: after a restart, an event of our own
+            // first apply may cost one more pass, which changes nothing.)
+            Some(_) => {}
         }
     }
     tracing::info!(
