@@ -80,6 +80,8 @@ pub struct ReleaseOpts {
     pub addon: bool,
     /// Content of the chart's values.yaml (to tell releases apart).
     pub values: String,
+    /// The cluster-class chart's one template.
+    pub class_template: String,
 }
 
 impl Default for ReleaseOpts {
@@ -95,6 +97,7 @@ impl Default for ReleaseOpts {
             class: true,
             addon: true,
             values: "replicas: 1\n".into(),
+            class_template: "kind: ClusterClass\n".into(),
         }
     }
 }
@@ -137,7 +140,7 @@ pub fn write_release(parent: &Path, opts: &ReleaseOpts) -> PathBuf {
             tgz(&[
                 (&format!("{top}/Chart.yaml"), chart.as_bytes()),
                 (&format!("{top}/values.yaml"), opts.values.as_bytes()),
-                (&format!("{top}/templates/cluster-class.yaml"), b"kind: ClusterClass\n"),
+                (&format!("{top}/templates/cluster-class.yaml"), opts.class_template.as_bytes()),
             ]),
         ));
     }

@@ -62,6 +62,7 @@ pub struct RequestMatch {
     verb: Option<String>,
     resource: Option<String>,
     name: Option<String>,
+    subresource: Option<String>,
 }
 
 impl RequestMatch {
@@ -84,8 +85,14 @@ impl RequestMatch {
         self.name = Some(name.into());
         self
     }
+    /// Only this subresource (`status`; empty: the object itself).
+    pub fn subresource(mut self, subresource: &str) -> Self {
+        self.subresource = Some(subresource.into());
+        self
+    }
     fn matches(&self, r: &RequestRecord) -> bool {
-        self.verb.as_ref().is_none_or(|v| *v == r.verb)
+        self.subresource.as_ref().is_none_or(|v| *v == r.subresource)
+            && self.verb.as_ref().is_none_or(|v| *v == r.verb)
             && self.resource.as_ref().is_none_or(|v| *v == r.resource)
             && self.name.as_ref().is_none_or(|v| *v == r.name)
     }
@@ -184,6 +191,11 @@ impl ApiServer {
     /// Fails the next `times` requests matching `matcher` with `code` (a `Status` body).
     pub fn fail_next(&self, matcher: RequestMatch, code: u16, times: usize) {
         lock(&self.shared.faults).push(Fault { matcher, code, remaining: times });
+    }
+
+    /// Drops every fault not yet used up.
+    pub fn clear_faults(&self) {
+        lock(&self.shared.faults).clear();
     }
 
     /// Ends every open watch and compacts the history: clients resuming from the version they had
