@@ -150,7 +150,6 @@ fn labels(i: usize, canary: usize) -> Value {
     if i < canary { json!({"rollout": "canary"}) } else { json!({}) }
 }
 
-#[ignore = "quarantined: fails on the merged main (a Cluster of an earlier wave is rolled back, or the rollout never reaches Succeeded); see issue 21"]
 #[tokio::test]
 async fn twenty_clusters_canary_then_waves_of_five_with_soak() {
     let cache = tempfile::tempdir().unwrap();
@@ -238,7 +237,6 @@ async fn a_failing_canary_halts_with_no_other_cluster_moved_and_is_rolled_back()
     op.stop().await;
 }
 
-#[ignore = "quarantined: fails on the merged main (a Cluster of an earlier wave is rolled back, or the rollout never reaches Succeeded); see issue 21"]
 #[tokio::test]
 async fn a_failure_in_the_third_wave_rolls_back_that_wave_only() {
     let cache = tempfile::tempdir().unwrap();
@@ -295,7 +293,6 @@ async fn a_raised_kubernetes_version_is_not_rolled_back() {
     op.stop().await;
 }
 
-#[ignore = "quarantined: fails on the merged main (a Cluster of an earlier wave is rolled back, or the rollout never reaches Succeeded); see issue 21"]
 #[tokio::test]
 async fn killing_the_operator_mid_wave_moves_no_cluster_twice() {
     let cache = tempfile::tempdir().unwrap();
@@ -349,7 +346,6 @@ async fn a_closed_window_or_pause_moves_nothing_and_unpausing_goes_on() {
     op.stop().await;
 }
 
-#[ignore = "quarantined: fails on the merged main (a Cluster of an earlier wave is rolled back, or the rollout never reaches Succeeded); see issue 21"]
 #[tokio::test]
 async fn incompatible_variables_are_reported_and_the_others_move() {
     let cache = tempfile::tempdir().unwrap();
@@ -379,7 +375,6 @@ async fn incompatible_variables_are_reported_and_the_others_move() {
     op.stop().await;
 }
 
-#[ignore = "quarantined: fails on the merged main (a Cluster of an earlier wave is rolled back, or the rollout never reaches Succeeded); see issue 21"]
 #[tokio::test]
 async fn the_retry_annotation_retries_a_halted_target() {
     let cache = tempfile::tempdir().unwrap();
