@@ -12,6 +12,7 @@ use clusterstack::controller::runtime::context::Settings;
 use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::ApiServer;
+use support::RequestMatch;
 use support::operator::Operator;
 use support::topology::{FAIL_LABEL, Seen, Topology};
 
@@ -159,6 +160,8 @@ async fn twenty_clusters_canary_then_waves_of_five_with_soak() {
         server.put_object(cluster(&format!("c{i:02}"), 1, "v1.27.3", labels(i, 1)));
     }
     let soak = Duration::from_millis(800);
+    wait_for("every ClusterAddon", || server.list_objects(CS, "ClusterAddon").len() == 20).await;
+    server.clear_requests();
     server.put_object(rollout(json!({"target": "v2", "soakTime": "800ms", "progressDeadline": "120s", "waves": [
         {"name": "canary", "clusterSelector": {"matchLabels": {"rollout": "canary"}}},
         {"name": "rest", "maxConcurrent": 5}]})));
@@ -185,6 +188,15 @@ async fn twenty_clusters_canary_then_waves_of_five_with_soak() {
     assert_eq!(entry["from"]["class"], "docker-ferrol-1-27-v1");
     assert_eq!(entry["to"]["class"], "docker-ferrol-1-27-v2");
     assert!(entry["movedAt"].is_string() && entry["healthyAt"].is_string());
+    // What the moves cost the other controllers: each Cluster's status changes twice per move
+    // (TopologyReconciled False, then True with Ready); the ClusterAddon controller reads the
+    // ClusterAddon only for the move itself, and the stack controller reads the rollouts'
+    // holds from its store (a fresh list only before it would delete a release).
+    let counts = server.counters();
+    eprintln!("requests during the rollout: {counts:?}");
+    let count = |verb: &str, resource: &str| server.count(&RequestMatch::any().verb(verb).resource(resource));
+    assert!(count("get", "clusteraddons") <= 20, "ClusterAddon reads: {}", count("get", "clusteraddons"));
+    assert_eq!(count("list", "clusterstackrollouts"), 0, "the stack controller listed rollouts");
     // Events and the metric.
     // (Events follow the status write.)
     wait_for("the Succeeded event", || {

@@ -113,22 +113,35 @@ impl Topology {
                         t.version = version.clone();
                         t.settle_at = Some(now + delay);
                         out.lock().unwrap().push((now, Seen::Moved(name.clone(), class.clone(), version.clone())));
+                        // In the background: the next event need not wait for this round trip.
                         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
                         let status = json!({"status": {"observedGeneration": generation, "conditions": conditions(false, true, "")}});
-                        let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+                        tokio::spawn(async move {
+                            let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+                        });
                     }
                     continue;
                 }
-                for ((ns, name), t) in tracked.iter_mut() {
-                    if !t.settle_at.is_some_and(|at| at <= now) {
-                        continue;
+                // Every Cluster due settles at once, as many topology workers would.
+                let due: Vec<_> = tracked
+                    .iter()
+                    .filter(|(_, t)| t.settle_at.is_some_and(|at| at <= now))
+                    .map(|((ns, name), t)| {
+                        (ns.clone(), name.clone(), !(t.fails && t.class != t.first_class), t.generation)
+                    })
+                    .collect();
+                let settles = due.into_iter().map(|(ns, name, ready, generation)| {
+                    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+                    async move {
+                        let status = json!({"status": {"observedGeneration": generation, "conditions": conditions(true, ready, "ControlPlaneUnhealthy")}});
+                        let done = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.is_ok();
+                        (ns, name, ready, done)
                     }
-                    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-                    let ready = !(t.fails && t.class != t.first_class);
-                    let status = json!({"status": {"observedGeneration": t.generation, "conditions": conditions(true, ready, "ControlPlaneUnhealthy")}});
-                    if api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.is_ok() {
+                });
+                for (ns, name, ready, done) in futures::future::join_all(settles).await {
+                    if let (true, Some(t)) = (done, tracked.get_mut(&(ns, name.clone()))) {
                         t.settle_at = None;
-                        out.lock().unwrap().push((now, Seen::Settled(name.clone(), ready)));
+                        out.lock().unwrap().push((now, Seen::Settled(name, ready)));
                     }
                 }
             }
