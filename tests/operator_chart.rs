@@ -53,6 +53,8 @@ fn settings() -> Vec<Setting> {
                 "10Gi",
                 "--default-source",
                 "github:acme/stacks",
+                "--max-objects-per-release",
+                "800",
             ],
             values: json!({
                 "createNamespace": true,
@@ -61,6 +63,7 @@ fn settings() -> Vec<Setting> {
                 "monitoring": {"enabled": true},
                 "cache": {"storageClass": "fast", "size": "10Gi"},
                 "defaultSource": "github:acme/stacks",
+                "maxObjectsPerRelease": 800,
             }),
         },
         Setting {
@@ -139,6 +142,9 @@ fn the_settings_reach_the_objects() {
     assert_eq!(kinds(&full, "CustomResourceDefinition"), clusterstack::api::all_crds().len());
     let deployment = &full["apps/v1/Deployment/ops/clusterstack-operator-shard-2"];
     assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], "registry.example/cs:1");
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
+    let cap = env.iter().find(|e| e["name"] == "CLUSTERSTACK_MAX_OBJECTS_PER_RELEASE").expect("the object cap is set");
+    assert_eq!(cap["value"], "800");
     let chart: Json =
         serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap()).unwrap();
     let default_image = &plain["apps/v1/Deployment/clusterstack-system/clusterstack-operator"]["spec"]["template"]["spec"]

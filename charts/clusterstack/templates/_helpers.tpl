@@ -92,6 +92,8 @@ spec:
               value: json
             - name: CLUSTERSTACK_DEFAULT_SOURCE
               value: {{ $root.Values.defaultSource | quote }}
+            - name: CLUSTERSTACK_MAX_OBJECTS_PER_RELEASE
+              value: {{ $root.Values.maxObjectsPerRelease | quote }}
             # Two malloc arenas bound the RSS that freed memory keeps (see install.rs).
             - name: MALLOC_ARENA_MAX
               value: "2"

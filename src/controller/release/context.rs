@@ -39,7 +39,7 @@ pub struct ReleaseContext {
     /// Bounds the downloads running at once.
     pub download_slots: Arc<Semaphore>,
     downloads: Mutex<HashMap<String, DownloadState>>,
-    retries: Mutex<HashMap<String, RetryAt>>,
+    holds: RetryHolds,
 }
 
 /// When a release whose last pass failed may be tried again, and for which state of it.
@@ -48,6 +48,29 @@ struct RetryAt {
     generation: Option<i64>,
     deleting: bool,
     at: Instant,
+}
+
+/// Per release: the retry time of its last failed pass (tokio's clock, so tests can pause it).
+#[derive(Debug, Default)]
+pub struct RetryHolds(Mutex<HashMap<String, RetryAt>>);
+
+impl RetryHolds {
+    /// Holds the release (in this state) back for `delay`.
+    pub fn hold(&self, key: &str, generation: Option<i64>, deleting: bool, delay: Duration) {
+        lock(&self.0).insert(key.to_string(), RetryAt { generation, deleting, at: Instant::now() + delay });
+    }
+
+    /// Lets the release go.
+    pub fn release(&self, key: &str) {
+        lock(&self.0).remove(key);
+    }
+
+    /// How long the release in this state must still wait; `None`: it may be worked on now.
+    pub fn wait_left(&self, key: &str, generation: Option<i64>, deleting: bool) -> Option<Duration> {
+        let holds = lock(&self.0);
+        let r = holds.get(key).filter(|r| r.generation == generation && r.deleting == deleting)?;
+        r.at.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
+    }
 }
 
 impl ReleaseContext {
@@ -63,7 +86,7 @@ impl ReleaseContext {
             download_slots: Arc::new(Semaphore::new(usize::from(ctx.settings.concurrency.max(1)))),
             memos,
             downloads: Mutex::default(),
-            retries: Mutex::default(),
+            holds: RetryHolds::default(),
             ctx,
         }
     }
@@ -86,23 +109,21 @@ impl ReleaseContext {
     /// writes, watch events of its objects), so a broken release is not retried in a hot loop.
     pub fn failed(&self, key: &str, generation: Option<i64>, deleting: bool) -> Duration {
         let delay = self.backoff.failure(key);
-        lock(&self.retries).insert(key.to_string(), RetryAt { generation, deleting, at: Instant::now() + delay });
+        self.holds.hold(key, generation, deleting, delay);
         delay
     }
 
     /// A pass succeeded: the next failure starts from the base delay again.
     pub fn succeeded(&self, key: &str) {
         self.backoff.success(key);
-        lock(&self.retries).remove(key);
+        self.holds.release(key);
     }
 
     /// How long the release must still wait after a failure; `None` when it may be worked on
     /// now: no failure pending, the backoff elapsed, or the release changed since (a new
     /// generation, or it is being deleted).
     pub fn wait_left(&self, key: &str, generation: Option<i64>, deleting: bool) -> Option<Duration> {
-        let retries = lock(&self.retries);
-        let r = retries.get(key).filter(|r| r.generation == generation && r.deleting == deleting)?;
-        r.at.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
+        self.holds.wait_left(key, generation, deleting)
     }
 }
 
@@ -157,6 +178,25 @@ impl From<SourceLookupError> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_release_waits_out_its_backoff_unless_it_changed() {
+        let holds = RetryHolds::default();
+        assert_eq!(holds.wait_left("ns/r", Some(1), false), None, "nothing failed yet");
+        holds.hold("ns/r", Some(1), false, Duration::from_secs(10));
+        assert_eq!(holds.wait_left("ns/r", Some(1), false), Some(Duration::from_secs(10)));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(holds.wait_left("ns/r", Some(1), false), Some(Duration::from_secs(6)));
+        // A new generation, or a deletion, is worked on at once; other releases are not held.
+        assert_eq!(holds.wait_left("ns/r", Some(2), false), None);
+        assert_eq!(holds.wait_left("ns/r", Some(1), true), None);
+        assert_eq!(holds.wait_left("ns/other", Some(1), false), None);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert_eq!(holds.wait_left("ns/r", Some(1), false), None, "the backoff elapsed");
+        holds.hold("ns/r", Some(1), false, Duration::from_secs(10));
+        holds.release("ns/r");
+        assert_eq!(holds.wait_left("ns/r", Some(1), false), None, "a success lets it go");
+    }
 
     #[test]
     fn the_metric_label_is_the_variant() {
