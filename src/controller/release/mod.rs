@@ -275,15 +275,25 @@ async fn reconcile_inner(
     // Written ahead: the inventory lists every object before it may exist, so a deletion finds
     // all of them even when the pass stops half-way; a status the server refuses stops the pass
     // before anything is applied.
-    if let Err(e) = record_intent(&api, release, &previous, &objects, &owner, ctx).await {
-        ctx.metrics.failed(CONTROLLER, "StatusWriteFailed");
-        tracing::warn!(release = %key, error = %e, "recording the inventory before the apply failed: nothing applied; backing off");
-        let note =
-            format!("the status could not record the {} object(s) to apply, nothing applied: {e}", objects.len());
-        ctx.event(&release.object_ref(&()), true, "StatusWriteFailed", "Apply", note).await;
-        rctx.memos.forget(key);
-        return Ok(Outcome::Failed);
-    }
+    let with_intent: ClusterStackRelease;
+    let release = match record_intent(&api, release, &previous, &objects, &owner, ctx).await {
+        // The status written last is what the final write must turn into its own (a merge patch
+        // built against the older one would leave the intent's fields behind).
+        Ok(Some(status)) => {
+            with_intent = ClusterStackRelease { status: Some(status), ..release.clone() };
+            &with_intent
+        }
+        Ok(None) => release,
+        Err(e) => {
+            ctx.metrics.failed(CONTROLLER, "StatusWriteFailed");
+            tracing::warn!(release = %key, error = %e, "recording the inventory before the apply failed: nothing applied; backing off");
+            let note =
+                format!("the status could not record the {} object(s) to apply, nothing applied: {e}", objects.len());
+            ctx.event(&release.object_ref(&()), true, "StatusWriteFailed", "Apply", note).await;
+            rctx.memos.forget(key);
+            return Ok(Outcome::Failed);
+        }
+    };
     let applied =
         ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
     let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
@@ -336,7 +346,7 @@ async fn reconcile_inner(
 
 /// Records the inventory an apply of `objects` may leave (the previous one and every object of
 /// the render, keyed as the apply will key it) in the status before applying, when it lists
-/// something new.
+/// something new; the status written, if any.
 async fn record_intent(
     api: &Api<ClusterStackRelease>,
     release: &ClusterStackRelease,
@@ -344,7 +354,7 @@ async fn record_intent(
     objects: &[kube::api::DynamicObject],
     owner: &ReleaseOwner,
     ctx: &crate::controller::runtime::context::Context,
-) -> Result<(), Error> {
+) -> Result<Option<ClusterStackReleaseStatus>, Error> {
     let keys = ctx.applier.planned_keys(objects, owner).await;
     let mut intent = previous.clone();
     let known: std::collections::HashSet<engine::Identity> =
@@ -361,7 +371,7 @@ async fn record_intent(
         })
         .collect();
     if new.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     intent.entries.extend(new);
     let current = release.status.clone().unwrap_or_default();
@@ -369,8 +379,8 @@ async fn record_intent(
     (next.inventory, next.resources) = super::inventory::to_release_status(&intent);
     let body = crate::controller::status_patch(Some(&current), &next)?;
     match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        Ok(_) => Ok(Some(next)),
+        Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
