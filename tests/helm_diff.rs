@@ -50,7 +50,6 @@ const KNOWN: &[(&str, Option<&str>, &str, &str, &str)] = &[
 /// Charts (with the kube version given) our renderer is known to fail on or to accept where helm
 /// fails, with why (this list is their record).
 const KNOWN_FAILURES: &[(&str, Option<&str>, &str)] = &[
-    ("sprig", None, "htpasswd with two arguments (fixed on branch sprig, not merged here yet)"),
     ("errors/bad-yaml", None, "output that is not YAML is not rejected"),
     ("cni", Some("v1.20.15"), "Chart.yaml kubeVersion is not enforced"),
 ];
