@@ -78,7 +78,10 @@ impl NodeImagesFile {
     /// [`NodeImagesFile::images`] checks the image-list form.
     pub fn parse(file: &str, text: &str) -> Result<Self, NodeImagesError> {
         let document: Value = serde_saphyr::from_str(text)
-            .map_err(|e| NodeImagesError::Syntax { file: file.to_string(), message: e.to_string() })?;
+            .map_err(|e| NodeImagesError::Syntax {
+            file: file.to_string(),
+            message: crate::release::yaml_error_without_content(&e),
+        })?;
         Ok(Self { file: file.to_string(), document })
     }
 

@@ -213,7 +213,7 @@ async fn reconcile_inner(
     let previous = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
     let owner = ReleaseOwner::new(&tag, &ns);
     let applied =
-        ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
+        ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone()).confined()).await?;
     let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
     let pruned = ctx.applier.prune(&stale, &owner).await;
     let mut inventory = Inventory::from_changes(&applied);
@@ -243,6 +243,17 @@ async fn reconcile_inner(
         tracing::warn!(release = %key, objects = forbidden.len(), first = %forbidden[0], "applying objects was forbidden");
         let note = forbidden.join("; ");
         ctx.event(&release.object_ref(&()), true, "ApplyForbidden", "Apply", note).await;
+    }
+    let refused: Vec<String> = resources
+        .iter()
+        .filter(|r| r.error.starts_with(engine::CONFINED_PREFIX))
+        .map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name))
+        .collect();
+    if !refused.is_empty() {
+        // One namespace's release writing into another namespace, or the whole cluster.
+        tracing::warn!(release = %key, objects = refused.len(), first = %refused[0], "objects outside the release's namespace refused");
+        let note = format!("refused outside namespace {ns}: {}", refused.join(", "));
+        ctx.event(&release.object_ref(&()), true, "ObjectsRefused", "Apply", note).await;
     }
     let synced = resources.iter().filter(|r| r.status == SyncStatus::Synced).count() as u64;
     let not_synced = resources.len() as u64 - synced;
