@@ -197,3 +197,118 @@ async fn the_same_class_in_two_namespaces_stays_two_classes() {
     assert!(server.get_object(CC, "ClusterClass", Some(TEAM_B), "docker-ferrol-1-27-v3").is_some());
     op.stop().await;
 }
+
+#[tokio::test]
+async fn a_symlink_out_of_an_allowed_directory_reads_nothing() {
+    let server = capi_server(&[TEAM_B]).await;
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let secret_dir = tempfile::tempdir().unwrap();
+    let passwd = secret_dir.path().join("passwd");
+    std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    // team-b's directory: v3 with its metadata.yaml a link to the "passwd" file, and v2 a link
+    // to a release directory outside the roots.
+    let dir = root.path().join("team-b");
+    let v3 = copy_release("docker-ferrol-1-27-v3", &dir);
+    std::fs::remove_file(v3.join("metadata.yaml")).unwrap();
+    std::os::unix::fs::symlink(&passwd, v3.join("metadata.yaml")).unwrap();
+    let elsewhere = copy_release("docker-ferrol-1-27-v2", secret_dir.path());
+    std::os::unix::fs::symlink(&elsewhere, dir.join("docker-ferrol-1-27-v2")).unwrap();
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.directory_roots = DirectoryRoots::new(&[root.path().to_path_buf()], cache.path());
+    let op = Operator::start(&server, s);
+    let mut body = stack_with(TEAM_B, "ferrol", Some(json!({"directory": {"path": dir.display().to_string()}})));
+    body["spec"]["versions"] = json!(["v2", "v3"]);
+    server.put_object(body);
+
+    let refused = |r: &Value| {
+        r["status"]["conditions"].as_array().into_iter().flatten().any(|c| {
+            c["message"].as_str().unwrap_or_default().contains("metadata.yaml of docker-ferrol-1-27-v3 resolves outside")
+        })
+    };
+    wait_for("v3 refused naming the link", || {
+        release_in(&server, TEAM_B, "docker-ferrol-1-27-v3").is_some_and(|r| refused(&r))
+    })
+    .await;
+    // v2 (a linked directory) is not listed at all: pinned, not published.
+    wait_for("v2 not published", || {
+        synced(&server, TEAM_B, "ferrol")
+            .is_some_and(|c| c["message"].as_str().unwrap_or_default().contains("pinned version v2 is not published"))
+    })
+    .await;
+    assert!(release_in(&server, TEAM_B, "docker-ferrol-1-27-v2").is_none());
+    // Nothing of the file reached any object, status or Event.
+    let everything = serde_json::to_string(&server.requests().iter().map(|r| r.body.clone()).collect::<Vec<_>>())
+        .unwrap()
+        + &serde_json::to_string(&server.list_objects("events.k8s.io/v1", "Event")).unwrap()
+        + &serde_json::to_string(&server.list_objects(CS, "ClusterStackRelease")).unwrap();
+    assert!(!everything.contains("root:x") && !everything.contains("/bin/bash"));
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn what_one_team_reads_with_its_token_is_not_served_to_another() {
+    let server = capi_server(&[TEAM_A, TEAM_B]).await;
+    let cache = tempfile::tempdir().unwrap();
+    let fake = FakeGitHub::start().await;
+    publish(&fake, "docker-ferrol-1-27-v1");
+    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
+    s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
+    let op = Operator::start(&server, s);
+    server.put_object(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gh", "namespace": TEAM_A},
+        "data": {"token": "dGVhbS1hLXRva2Vu"} // "team-a-token"
+    }));
+    let with_token = json!({"github": {"owner": "acme", "repository": "stacks", "tokenSecretRef": {"name": "gh"}}});
+    server.put_object(stack_with(TEAM_A, "ferrol", Some(with_token)));
+    wait_for("team-a's v1 ready", || ready_in(&server, TEAM_A, "docker-ferrol-1-27-v1")).await;
+    // team-b names the same repository without a token: it gets its own listing and download,
+    // made without team-a's token (were the repository private, GitHub would refuse it).
+    server.put_object(stack_with(TEAM_B, "ferrol", Some(json!({"github": {"owner": "acme", "repository": "stacks"}}))));
+    wait_for("team-b's v1 ready", || ready_in(&server, TEAM_B, "docker-ferrol-1-27-v1")).await;
+    let listed = fake.requests_to(Route::Releases);
+    let token = |r: &support::github::RecordedRequest| r.authorization.as_deref().is_some_and(|a| a.contains("team-a-token"));
+    assert!(listed.iter().any(token), "{listed:?}");
+    assert!(listed.iter().any(|r| r.authorization.is_none()), "team-b was served team-a's listing: {listed:?}");
+    // Two cache entries: team-a's alone, and the anonymous one.
+    assert!(cache.path().join("github/acme/stacks@team-a/docker-ferrol-1-27-v1").is_dir());
+    assert!(cache.path().join("github/acme/stacks/docker-ferrol-1-27-v1").is_dir());
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_stack_of_the_same_class_in_a_namespace_takes_nothing_from_the_first() {
+    let server = capi_server(&[TEAM_A]).await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack_with(TEAM_A, "first", None));
+    wait_for("first's v3 ready", || ready_in(&server, TEAM_A, "docker-ferrol-1-27-v3")).await;
+    // The same provider, name and Kubernetes version: the same release and class names.
+    server.put_object(stack_with(TEAM_A, "second", None));
+    wait_for("second told the name is taken", || {
+        synced(&server, TEAM_A, "second").is_some_and(|c| {
+            c["message"].as_str().unwrap_or_default().contains(
+                "ClusterStackRelease docker-ferrol-1-27-v3 belongs to ClusterStack first of this namespace",
+            )
+        })
+    })
+    .await;
+    // Several passes later the release is still the first stack's, never handed over.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let owner = |server: &ApiServer| {
+        release_in(server, TEAM_A, "docker-ferrol-1-27-v3").unwrap()["metadata"]["ownerReferences"].clone()
+    };
+    let refs = owner(&server);
+    assert_eq!(refs.as_array().map(Vec::len), Some(1), "{refs:#}");
+    assert_eq!(refs[0]["name"], "first");
+    let handed_over = server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.resource == "clusterstackreleases" && r.subresource.is_empty() && r.content_type.contains("apply-patch")
+        })
+        .count();
+    assert_eq!(handed_over, 1, "only the first stack's create");
+    assert!(ready_in(&server, TEAM_A, "docker-ferrol-1-27-v3"));
+    op.stop().await;
+}

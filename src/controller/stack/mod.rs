@@ -159,11 +159,27 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
         Some(keep::plan_with_holds(stack, ids.as_deref(), &existing, &usages, &holds))
     };
 
-    if let Some(plan) = &plan {
+    let mut plan = plan;
+    if let Some(plan) = &mut plan {
         let pp = PatchParams::apply(FIELD_MANAGER).force();
-        for id in &plan.create {
-            let release = release_for(stack, id)?;
+        for id in plan.create.clone() {
+            let release = release_for(stack, &id)?;
             let tag = id.tag();
+            // Another stack of this namespace (the same provider, name and Kubernetes version)
+            // may control a release of this name: a forced apply under our one field manager
+            // would hand it over, and the two stacks would take it from each other every pass.
+            if let Some(other) = releases_api.get_opt(&tag).await?
+                && !controlled_by(&other, stack)
+            {
+                let owner = other
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true))
+                    .map_or_else(|| "(none)".to_string(), |o| o.name.clone());
+                tracing::warn!(stack = %key, release = %tag, %owner, "release name taken by another ClusterStack");
+                plan.warnings.push(keep::PlanWarning::NameTaken { release: tag, owner });
+                continue;
+            }
             let created = releases_api.patch(&tag, &pp, &Patch::Apply(&release)).await?;
             tracing::info!(stack = %key, release = %tag, "created ClusterStackRelease");
             ctx.event(
