@@ -37,6 +37,7 @@ async fn main() {
         kube_version: None,
         fuel: ctx.limits.fuel,
         max_output_bytes: ctx.limits.max_output_bytes,
+        addons: None,
     };
     // The worker rounds run first, so that the parent's resident set after them shows what
     // sandboxed rendering costs the operator; the in-process rounds then show what it saves.
