@@ -44,14 +44,14 @@ async fn main() {
     let rss_start = rss_kib();
     let objects = match run_worker(&config, &request()).await.expect("worker") {
         Reply::Objects(o) => o.len(),
-        Reply::Failed(m) => panic!("{m}"),
+        other => panic!("{other:?}"),
     };
     let mut remote = Duration::ZERO;
     for _ in 0..ROUNDS {
         let t = Instant::now();
         match run_worker(&config, &request()).await.expect("worker") {
             Reply::Objects(o) => assert_eq!(o.len(), objects),
-            Reply::Failed(m) => panic!("{m}"),
+            other => panic!("{other:?}"),
         }
         remote += t.elapsed();
     }

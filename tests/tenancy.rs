@@ -11,12 +11,11 @@ use clusterstack::controller::runtime::tenancy::DirectoryRoots;
 use clusterstack::source::SourceSpec;
 use clusterstack::source::github::GitHubConfig;
 use serde_json::{Value, json};
+use support::ApiServer;
 use support::github::{FakeGitHub, Route};
 use support::operator::{
-    CC, CS, Operator, capi_server, condition, publish, ready_in, release_in, releases_dir, settings, stack_in,
-    wait_for,
+    CC, CS, Operator, capi_server, condition, publish, ready_in, release_in, releases_dir, settings, stack_in, wait_for,
 };
-use support::ApiServer;
 
 const TEAM_A: &str = "team-a";
 const TEAM_B: &str = "team-b";
@@ -223,7 +222,10 @@ async fn a_symlink_out_of_an_allowed_directory_reads_nothing() {
 
     let refused = |r: &Value| {
         r["status"]["conditions"].as_array().into_iter().flatten().any(|c| {
-            c["message"].as_str().unwrap_or_default().contains("metadata.yaml of docker-ferrol-1-27-v3 resolves outside")
+            c["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("metadata.yaml of docker-ferrol-1-27-v3 resolves outside")
         })
     };
     wait_for("v3 refused naming the link", || {
@@ -267,7 +269,8 @@ async fn what_one_team_reads_with_its_token_is_not_served_to_another() {
     server.put_object(stack_with(TEAM_B, "ferrol", Some(json!({"github": {"owner": "acme", "repository": "stacks"}}))));
     wait_for("team-b's v1 ready", || ready_in(&server, TEAM_B, "docker-ferrol-1-27-v1")).await;
     let listed = fake.requests_to(Route::Releases);
-    let token = |r: &support::github::RecordedRequest| r.authorization.as_deref().is_some_and(|a| a.contains("team-a-token"));
+    let token =
+        |r: &support::github::RecordedRequest| r.authorization.as_deref().is_some_and(|a| a.contains("team-a-token"));
     assert!(listed.iter().any(token), "{listed:?}");
     assert!(listed.iter().any(|r| r.authorization.is_none()), "team-b was served team-a's listing: {listed:?}");
     // Two cache entries: team-a's alone, and the anonymous one.
@@ -287,9 +290,10 @@ async fn a_second_stack_of_the_same_class_in_a_namespace_takes_nothing_from_the_
     server.put_object(stack_with(TEAM_A, "second", None));
     wait_for("second told the name is taken", || {
         synced(&server, TEAM_A, "second").is_some_and(|c| {
-            c["message"].as_str().unwrap_or_default().contains(
-                "ClusterStackRelease docker-ferrol-1-27-v3 belongs to ClusterStack first of this namespace",
-            )
+            c["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ClusterStackRelease docker-ferrol-1-27-v3 belongs to ClusterStack first of this namespace")
         })
     })
     .await;

@@ -77,8 +77,7 @@ impl NodeImagesFile {
     /// Parses the file's text; `file` names it in errors. Any YAML document is accepted here;
     /// [`NodeImagesFile::images`] checks the image-list form.
     pub fn parse(file: &str, text: &str) -> Result<Self, NodeImagesError> {
-        let document: Value = serde_saphyr::from_str(text)
-            .map_err(|e| NodeImagesError::Syntax {
+        let document: Value = serde_saphyr::from_str(text).map_err(|e| NodeImagesError::Syntax {
             file: file.to_string(),
             message: crate::release::yaml_error_without_content(&e),
         })?;
@@ -198,7 +197,10 @@ mod tests {
         let e = images("images: a\n").unwrap_err();
         assert!(e.to_string().contains("`images` must be a list"), "{e}");
         let e = images("openStackNodeImages: []\n").unwrap_err();
-        assert!(e.to_string().contains("expected a list of images or a mapping with an `images` or `nodeImages`"), "{e}");
+        assert!(
+            e.to_string().contains("expected a list of images or a mapping with an `images` or `nodeImages`"),
+            "{e}"
+        );
         let e = images("- {url: x}\n").unwrap_err();
         assert!(e.to_string().contains("entry 1: an object entry needs a string `name`"), "{e}");
         assert!(matches!(NodeImagesFile::parse("f", "a: [\n"), Err(NodeImagesError::Syntax { .. })));

@@ -24,7 +24,9 @@ use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::{ClusterObjects, RenderContext, RenderError, RenderLimits, RenderedChart, render_addons, render_cluster_class};
+use super::{
+    ClusterObjects, RenderContext, RenderError, RenderLimits, RenderedChart, render_addons, render_cluster_class,
+};
 
 /// The hidden subcommand the worker runs as.
 pub const WORKER_ARG: &str = "__render-worker";

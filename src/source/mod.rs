@@ -224,9 +224,15 @@ pub enum AnySource {
     /// `credentialsSecretRef`): its listing and its cache entries are that namespace's alone, so
     /// a private repository one team reads with its token is not served to another team that
     /// names the same repository without one (`docs/security.md`). See [`AnySource::scoped`].
-    GitHubScoped { source: github::GitHubSource, namespace: String },
+    GitHubScoped {
+        source: github::GitHubSource,
+        namespace: String,
+    },
     /// See [`AnySource::GitHubScoped`].
-    OciScoped { source: oci::OciSource, namespace: String },
+    OciScoped {
+        source: oci::OciSource,
+        namespace: String,
+    },
 }
 
 impl AnySource {

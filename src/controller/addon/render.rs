@@ -88,9 +88,8 @@ pub async fn render_release(
     // The charts and values templates are the release author's: rendered in the sandboxed
     // worker as a cluster class is (DESIGN §12); `clusteraddon.yaml` is parsed here, under the
     // YAML budgets and the CEL cost estimate.
-    let charts = crate::render::worker::render_addons_isolated(&class.tag(), bundle, ctx)
-        .await
-        .map_err(|e| e.to_string())?;
+    let charts =
+        crate::render::worker::render_addons_isolated(&class.tag(), bundle, ctx).await.map_err(|e| e.to_string())?;
     with_config(charts, config_path.as_deref())
 }
 

@@ -212,8 +212,10 @@ async fn reconcile_inner(
     // Apply, then prune what the previous inventory has and this render has not.
     let previous = release.status.as_ref().map(|s| super::inventory::from_status(&s.resources)).unwrap_or_default();
     let owner = ReleaseOwner::new(&tag, &ns);
-    let applied =
-        ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone()).confined()).await?;
+    let applied = ctx
+        .applier
+        .apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone()).confined())
+        .await?;
     let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
     let pruned = ctx.applier.prune(&stale, &owner).await;
     let mut inventory = Inventory::from_changes(&applied);

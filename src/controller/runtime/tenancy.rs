@@ -54,11 +54,14 @@ impl DirectoryRoots {
             }
             match std::fs::canonicalize(root) {
                 Ok(r) => resolved.push(r),
-                Err(e) => tracing::warn!(root = %root.display(), error = %e, "ignoring an allowed directory root that cannot be resolved"),
+                Err(e) => {
+                    tracing::warn!(root = %root.display(), error = %e, "ignoring an allowed directory root that cannot be resolved")
+                }
             }
         }
         // The cache may not exist yet: resolve what exists of it, lexically otherwise.
-        let cache = std::fs::canonicalize(cache_dir).ok().or_else(|| cache_dir.is_absolute().then(|| cache_dir.to_path_buf()));
+        let cache =
+            std::fs::canonicalize(cache_dir).ok().or_else(|| cache_dir.is_absolute().then(|| cache_dir.to_path_buf()));
         Self { roots: resolved, cache }
     }
 
@@ -144,7 +147,8 @@ mod tests {
     #[test]
     fn a_directory_outside_the_roots_is_refused() {
         let f = fixture();
-        for path in [f.other.display().to_string(), "/etc".into(), format!("{}/team-b/../../other", f.allowed.display())]
+        for path in
+            [f.other.display().to_string(), "/etc".into(), format!("{}/team-b/../../other", f.allowed.display())]
         {
             let e = f.roots.confine(&path).unwrap_err();
             assert!(matches!(e, DirectoryRefused::Outside { .. }), "{path}: {e}");
@@ -152,10 +156,7 @@ mod tests {
         // A missing path reads the same as one outside: no probing of the file system.
         let missing = f.roots.confine(&format!("{}/nope", f.allowed.display())).unwrap_err();
         let outside = f.roots.confine(f.other.to_str().unwrap()).unwrap_err();
-        assert_eq!(
-            missing.to_string().split(" is refused").nth(1),
-            outside.to_string().split(" is refused").nth(1)
-        );
+        assert_eq!(missing.to_string().split(" is refused").nth(1), outside.to_string().split(" is refused").nth(1));
     }
 
     #[test]
