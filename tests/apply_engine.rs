@@ -430,6 +430,41 @@ async fn namespaces_default_to_the_release_and_objects_keep_their_own() {
     assert!(report.inventory.entries[0].error.contains("Widget"), "{}", report.inventory.entries[0].error);
 }
 
+/// A release in the management cluster is confined to its namespace: a chart naming another
+/// team's namespace, or a cluster-scoped kind (a Namespace here; a ClusterRoleBinding would be
+/// worse), is refused per object before any request for it, and the rest applies.
+#[tokio::test]
+async fn a_confined_release_writes_nothing_outside_its_namespace() {
+    let server = server_with_namespace().await;
+    server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}));
+    let applier = Applier::new(server.client());
+    let cluster_scoped: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "planted"}}))
+            .unwrap();
+    let objects = vec![
+        config_map("own", None, &[]),
+        config_map("own-explicit", Some(NS), &[]),
+        config_map("foreign", Some("team-a"), &[("stolen", "yes")]),
+        cluster_scoped,
+    ];
+    let report = pass(&applier, &objects, &ApplyOptions::new(owner("r")).confined()).await.unwrap();
+    assert_eq!(report.failed(), 2, "{:?}", report.inventory);
+    let refused: Vec<_> =
+        report.inventory.entries.iter().filter(|e| !e.error.is_empty()).map(|e| e.error.clone()).collect();
+    assert!(refused.iter().all(|e| e.starts_with(clusterstack::apply::CONFINED_PREFIX)), "{refused:?}");
+    assert!(refused.iter().any(|e| e.contains("it names namespace team-a")), "{refused:?}");
+    assert!(refused.iter().any(|e| e.contains("it is cluster-scoped")), "{refused:?}");
+    assert!(server.get_object("v1", "ConfigMap", Some(NS), "own").is_some());
+    assert!(server.get_object("v1", "ConfigMap", Some(NS), "own-explicit").is_some());
+    assert!(server.get_object("v1", "ConfigMap", Some("team-a"), "foreign").is_none());
+    assert!(server.get_object("v1", "Namespace", None, "planted").is_none());
+    // Not one write was sent for the refused objects.
+    assert!(server.requests().iter().all(|r| r.name != "foreign" && r.name != "planted"));
+    // Unconfined (addons into a workload cluster), the same objects apply.
+    let report = pass(&applier, &objects, &ApplyOptions::new(owner("r"))).await.unwrap();
+    assert!(report.all_synced(), "{:?}", report.inventory);
+}
+
 #[tokio::test]
 async fn objects_of_one_group_are_applied_concurrently_and_groups_in_order() {
     let server = server_with_namespace().await;

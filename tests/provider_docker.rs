@@ -208,6 +208,22 @@ async fn present_images_pass_and_missing_ones_are_named() {
 }
 
 #[tokio::test]
+async fn the_samples_own_node_images_file_passes_the_gate() {
+    // The sample release's file as published (`nodeImages:` with `kubernetesVersion`), not
+    // rewritten to the list form: the docker plug-in must gate it without `noProvider: true`.
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("releases/docker-ferrol-1-27-v3/node-images.yaml"),
+    )
+    .unwrap();
+    let fake = FakeRegistry::start(&["kindest/node:v1.27.11"]).await;
+    let p = plugin(override_to(&fake));
+    let report = p.ensure(&ctx(&text)).await.unwrap();
+    assert_eq!(report.progress, Progress::Ready);
+    assert_eq!(report.images, [image("kindest/node:v1.27.11", true, "")]);
+    assert_eq!(fake.count("HEAD", "/v2/kindest/node/manifests/v1.27.11"), 1);
+}
+
+#[tokio::test]
 async fn the_bearer_token_dance() {
     let fake = FakeRegistry::start(&["kindest/node:v1.27.3"]).await;
     fake.with(|s| s.bearer = true);

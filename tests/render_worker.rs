@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clusterstack::release::ReleaseId;
-use clusterstack::render::worker::{Reply, Request, SandboxConfig, run_worker};
-use clusterstack::render::{RenderContext, render_cluster_class};
+use std::collections::BTreeMap;
+
+use clusterstack::render::worker::{AddonsJob, Reply, Request, SandboxConfig, run_worker};
+use clusterstack::render::{ClusterObjects, RenderContext, render_addons, render_cluster_class};
 
 fn config() -> SandboxConfig {
     let mut c = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_clusterstack")));
@@ -26,7 +28,21 @@ fn request(chart_dir: &Path) -> Request {
         kube_version: None,
         fuel: 50_000_000,
         max_output_bytes: 16 * 1024 * 1024,
+        addons: None,
     }
+}
+
+/// The example workload cluster of `templates/` (Cluster, control plane, infrastructure cluster).
+fn example_cluster() -> ClusterObjects {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/example-cluster.yaml")).unwrap();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    ClusterObjects { cluster: docs[0].clone(), control_plane: docs[1].clone(), infra_cluster: docs[2].clone() }
+}
+
+fn addons_request(bundle: &Path) -> Request {
+    let values = BTreeMap::from([("cni".to_string(), serde_json::json!({"extra": "platform"}))]);
+    Request { addons: Some(AddonsJob { cluster: example_cluster(), addon_values: values }), ..request(bundle) }
 }
 
 fn hostile_chart(dir: &Path, template: &str) -> PathBuf {
@@ -46,6 +62,38 @@ async fn a_real_release_renders_the_same_through_the_worker() {
     };
     assert!(!local.is_empty());
     assert_eq!(serde_json::to_value(&local).unwrap(), serde_json::to_value(&remote).unwrap());
+}
+
+#[tokio::test]
+async fn addons_render_the_same_through_the_worker() {
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/helm-stack/cluster-addon");
+    let request = addons_request(&bundle);
+    let job = request.addons.as_ref().unwrap();
+    let ctx = RenderContext::new(&ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap(), "capi-stacks")
+        .with_cluster(job.cluster.clone())
+        .with_addon_values(job.addon_values.clone());
+    let local = render_addons(&bundle, &ctx).unwrap();
+    let Reply::Charts(remote) = run_worker(&config(), &request).await.unwrap() else { panic!("the worker failed") };
+    assert!(local.len() >= 2 && local.iter().all(|c| !c.objects.is_empty()), "{local:?}");
+    assert_eq!(serde_json::to_value(&local).unwrap(), serde_json::to_value(&remote).unwrap());
+}
+
+#[tokio::test]
+async fn a_hostile_addon_values_template_stops_the_worker_not_the_operator() {
+    // An addon whose chart allocates past the worker's address space (each string within the
+    // engine's size limit): the worker dies, the caller gets the memory budget named.
+    let dir = tempfile::tempdir().unwrap();
+    let addon = dir.path().join("bomb");
+    hostile_chart(
+        &addon,
+        "{{ $a := list }}{{ range until 40 }}{{ $a = append $a (repeat 10000000 \"x\") }}{{ end }}x: {{ len $a }}\n",
+    );
+    let mut config = config();
+    config.address_space = 256 * 1024 * 1024;
+    let mut request = addons_request(dir.path());
+    request.addons.as_mut().unwrap().addon_values.clear();
+    let e = run_worker(&config, &request).await.expect_err("stopped");
+    assert!(e.contains("memory budget") && e.contains("256 MiB"), "{e}");
 }
 
 #[tokio::test]

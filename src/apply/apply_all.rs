@@ -27,12 +27,23 @@ pub struct ApplyOptions {
     pub previous: Inventory,
     /// How long to wait for applied CRDs to become established.
     pub crd_timeout: Duration,
+    /// Refuse every object that is cluster-scoped or in another namespace than the owner's (a
+    /// release in the management cluster: one namespace's release must not write into another
+    /// namespace or the whole cluster; `docs/security.md`). Addons into a workload cluster are
+    /// not confined: that cluster is the tenant's own.
+    pub confined: bool,
 }
 
 impl ApplyOptions {
     /// Options with no previous inventory and the default CRD timeout.
     pub fn new(owner: ReleaseOwner) -> Self {
-        Self { owner, previous: Inventory::default(), crd_timeout: DEFAULT_CRD_TIMEOUT }
+        Self { owner, previous: Inventory::default(), crd_timeout: DEFAULT_CRD_TIMEOUT, confined: false }
+    }
+
+    /// Confines the objects to the owner's namespace (see [`ApplyOptions::confined`]).
+    pub fn confined(mut self) -> Self {
+        self.confined = true;
+        self
     }
 
     /// Sets the previous inventory.
@@ -41,6 +52,9 @@ impl ApplyOptions {
         self
     }
 }
+
+/// How an object refused by [`ApplyOptions::confined`] is reported.
+pub const CONFINED_PREFIX: &str = "refused (tenancy):";
 
 fn is_crd(key: &ObjectKey) -> bool {
     key.group == "apiextensions.k8s.io" && key.kind == "CustomResourceDefinition"
@@ -85,7 +99,7 @@ impl Applier {
             // The futures are made before the stream (they are lazy): a closure over borrowed
             // objects held across `.await` makes the caller's future fail the `Send` check when it
             // is spawned (rustc #102211), as the operator's reconcilers are.
-            let pending: Vec<_> = run.iter().map(|obj| self.apply_one(obj, &opts.owner, &recorded)).collect();
+            let pending: Vec<_> = run.iter().map(|obj| self.apply_one(obj, opts, &recorded)).collect();
             let mut changes: Vec<Change> = futures::stream::iter(pending).buffered(self.concurrency).collect().await;
             let crds: Vec<ObjectKey> =
                 changes.iter().filter(|c| is_crd(&c.key) && c.action.is_applied()).map(|c| c.key.clone()).collect();
@@ -139,7 +153,8 @@ impl Applier {
     }
 
     /// Applies one object; never fails, the change says how it went.
-    async fn apply_one(&self, obj: &DynamicObject, owner: &ReleaseOwner, previous: &RecordedVersions) -> Change {
+    async fn apply_one(&self, obj: &DynamicObject, opts: &ApplyOptions, previous: &RecordedVersions) -> Change {
+        let owner = &opts.owner;
         let fail = |key: ObjectKey, error: String| {
             tracing::warn!(object = %key, %error, "applying an object failed");
             Change::failed(key, error)
@@ -148,6 +163,24 @@ impl Applier {
             Ok(p) => p,
             Err(e) => return fail(e.key, e.message),
         };
+        if opts.confined {
+            let outside = if !resolved.namespaced {
+                Some("it is cluster-scoped".to_string())
+            } else if key.namespace != owner.namespace {
+                Some(format!("it names namespace {}", key.namespace))
+            } else {
+                None
+            };
+            if let Some(why) = outside {
+                return fail(
+                    key,
+                    format!(
+                        "{CONFINED_PREFIX} a release applies only namespaced objects into its own namespace {}, and {why}",
+                        owner.namespace
+                    ),
+                );
+            }
+        }
         let api = self.api(&resolved, &key.namespace);
         // One request: the apply's answer carries the object's resourceVersion; an unchanged
         // object keeps the version recorded at the last apply, so a different one means the apply

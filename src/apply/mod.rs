@@ -32,7 +32,7 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 
-pub use apply_all::ApplyOptions;
+pub use apply_all::{ApplyOptions, CONFINED_PREFIX};
 pub use diff::{DiffEntry, DiffReport, ObjectDiff, comparable, mask_secret, unified};
 pub use discovery::{DiscoveryCache, Resolved};
 pub use inventory::{Action, Change, ChangeSet, Identity, Inventory, InventoryEntry, ObjectKey};

@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::run::{RunError, RunOptions, run as run_operator};
 use crate::controller::runtime::config::{DEFAULT_SOURCE, OperatorArgs};
 use crate::controller::runtime::context::Settings;
+use crate::controller::runtime::tenancy::DirectoryRoots;
 use crate::provider::ProviderRegistry;
 use crate::registry::RegistryConfig;
 use crate::source::SourceSpec;
@@ -38,6 +39,10 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.concurrency = args.concurrency;
     settings.shard = args.shard.clone().filter(|s| !s.is_empty());
     settings.cache_grace = args.cache_grace;
+    settings.directory_roots = DirectoryRoots::new(&args.allowed_directory_roots, &args.cache_dir);
+    if !settings.directory_roots.enabled() {
+        tracing::info!("no --allowed-directory-roots: ClusterStacks with spec.source.directory are refused");
+    }
     // The built-in node-image plug-ins (docker) and the `providerRef` contract.
     let registries =
         RegistryConfig { endpoints: args.registry_endpoints.clone().unwrap_or_default(), ..Default::default() };

@@ -17,6 +17,15 @@
 //!   - kindest/node:v1.27.3
 //!   - name: kindest/node:v1.27.3-extra
 //! ```
+//!
+//! or the form the project's own sample stacks publish (`templates/*/node-images.yaml`), the list
+//! under `nodeImages`, each entry a `name` with its `kubernetesVersion` (informational here):
+//!
+//! ```yaml
+//! nodeImages:
+//!   - name: kindest/node:v1.27.11
+//!     kubernetesVersion: v1.27.11
+//! ```
 
 use serde_json::Value;
 
@@ -52,6 +61,9 @@ pub enum NodeImagesError {
     },
 }
 
+/// The keys of the mapping form that hold the image list.
+const LIST_KEYS: [&str; 2] = ["images", "nodeImages"];
+
 /// A parsed `node-images.yaml`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeImagesFile {
@@ -65,8 +77,10 @@ impl NodeImagesFile {
     /// Parses the file's text; `file` names it in errors. Any YAML document is accepted here;
     /// [`NodeImagesFile::images`] checks the image-list form.
     pub fn parse(file: &str, text: &str) -> Result<Self, NodeImagesError> {
-        let document: Value = serde_saphyr::from_str(text)
-            .map_err(|e| NodeImagesError::Syntax { file: file.to_string(), message: e.to_string() })?;
+        let document: Value = serde_saphyr::from_str(text).map_err(|e| NodeImagesError::Syntax {
+            file: file.to_string(),
+            message: crate::release::yaml_error_without_content(&e),
+        })?;
         Ok(Self { file: file.to_string(), document })
     }
 
@@ -83,11 +97,19 @@ impl NodeImagesFile {
         let err = |message: String| NodeImagesError::Format { file: self.file.clone(), message };
         let list = match &self.document {
             Value::Array(list) => list,
-            Value::Object(map) => match map.get("images") {
-                Some(Value::Array(list)) => list,
-                Some(other) => return Err(err(format!("`images` must be a list, not {}", kind(other)))),
-                None => return Err(err("expected a list of images or a mapping with an `images` list".into())),
-            },
+            Value::Object(map) => {
+                let keys = LIST_KEYS.iter().filter_map(|k| map.get(*k).map(|v| (*k, v))).collect::<Vec<_>>();
+                match keys.as_slice() {
+                    [(_, Value::Array(list))] => list,
+                    [(key, other)] => return Err(err(format!("`{key}` must be a list, not {}", kind(other)))),
+                    [] => {
+                        return Err(err(
+                            "expected a list of images or a mapping with an `images` or `nodeImages` list".into(),
+                        ));
+                    }
+                    _ => return Err(err("set one of `images` and `nodeImages`, not both".into())),
+                }
+            }
             Value::Null => return Ok(Vec::new()),
             other => return Err(err(format!("expected a list of images, not {}", kind(other)))),
         };
@@ -144,6 +166,26 @@ mod tests {
     }
 
     #[test]
+    fn the_samples_own_format_is_read() {
+        // The files the sample stacks publish, read as they are, not a copy of their format.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (file, image) in [
+            ("templates/docker-ferrol-1-27/node-images.yaml", "kindest/node:v1.27.11"),
+            ("releases/docker-ferrol-1-27-v3/node-images.yaml", "kindest/node:v1.27.11"),
+            ("tests/fixtures/helm-stack/node-images.yaml", "kindest/node:v1.30.10"),
+        ] {
+            let f = NodeImagesFile::read(&root.join(file)).unwrap();
+            assert_eq!(f.images().unwrap(), [image], "{file}");
+        }
+        let e = images("nodeImages:\n  - kubernetesVersion: v1.27.3\n").unwrap_err();
+        assert!(e.to_string().contains("entry 1: an object entry needs a string `name`"), "{e}");
+        let e = images("nodeImages: {}\n").unwrap_err();
+        assert!(e.to_string().contains("`nodeImages` must be a list, not a mapping"), "{e}");
+        let e = images("images: []\nnodeImages: []\n").unwrap_err();
+        assert!(e.to_string().contains("not both"), "{e}");
+    }
+
+    #[test]
     fn empty_file_has_no_images() {
         assert_eq!(images("").unwrap(), Vec::<String>::new());
     }
@@ -155,7 +197,10 @@ mod tests {
         let e = images("images: a\n").unwrap_err();
         assert!(e.to_string().contains("`images` must be a list"), "{e}");
         let e = images("openStackNodeImages: []\n").unwrap_err();
-        assert!(e.to_string().contains("expected a list of images or a mapping"), "{e}");
+        assert!(
+            e.to_string().contains("expected a list of images or a mapping with an `images` or `nodeImages`"),
+            "{e}"
+        );
         let e = images("- {url: x}\n").unwrap_err();
         assert!(e.to_string().contains("entry 1: an object entry needs a string `name`"), "{e}");
         assert!(matches!(NodeImagesFile::parse("f", "a: [\n"), Err(NodeImagesError::Syntax { .. })));

@@ -25,12 +25,9 @@ pub const METADATA_API_VERSION: &str = "metadata.clusterstack.x-k8s.io/v1alpha1"
 /// Why a `metadata.yaml` cannot be used. Names the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
-    #[error("{file}: not valid metadata YAML: {source}")]
-    Syntax {
-        file: String,
-        #[source]
-        source: Box<serde_saphyr::Error>,
-    },
+    /// The parser's message, without the file's text (see [`yaml_error_without_content`]).
+    #[error("{file}: not valid metadata YAML: {message}")]
+    Syntax { file: String, message: String },
     #[error("{file}: field {field}: {message}")]
     Field { file: String, field: &'static str, message: String },
 }
@@ -120,11 +117,33 @@ struct RawComponents {
     node_image: Option<String>,
 }
 
+/// A YAML parser's message that quotes nothing of the file: no source snippet, and the values it
+/// quotes (`invalid type: string "..."`) replaced by `"…"`. The line and column stay. A release's
+/// files are its author's, but a message travels further (conditions, Events, logs) than the
+/// file's readers, and a file that is not what it claims (a symlink to `/etc/passwd`) must not
+/// be printed through it.
+pub fn yaml_error_without_content(e: &serde_saphyr::Error) -> String {
+    let message = e.without_snippet().to_string();
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    for c in message.chars() {
+        if c == '"' {
+            if quoted {
+                out.push_str("\"…\"");
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl ReleaseMetadata {
     /// Parses and validates `metadata.yaml`; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Self, MetadataError> {
         let raw: RawMetadata = serde_saphyr::from_str(text)
-            .map_err(|source| MetadataError::Syntax { file: file.to_string(), source: Box::new(source) })?;
+            .map_err(|e| MetadataError::Syntax { file: file.to_string(), message: yaml_error_without_content(&e) })?;
         let field =
             |field: &'static str, message: String| MetadataError::Field { file: file.to_string(), field, message };
         let required =
@@ -269,6 +288,20 @@ versions:
         assert!(err.to_string().starts_with("rel/metadata.yaml:"), "{err}");
         let err = ReleaseMetadata::parse("rel/metadata.yaml", "bogus: 1\n").unwrap_err();
         assert!(err.to_string().contains("rel/metadata.yaml"), "{err}");
+    }
+
+    #[test]
+    fn syntax_errors_quote_nothing_of_the_file() {
+        // The reported case: a symlinked metadata.yaml to /etc/passwd put its first line into a
+        // condition. Whatever the file holds, the message names the file and the place only.
+        let passwd = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n";
+        for text in [passwd, "secret-token-123\n", "versions: \"hunter2\"\n", "a: [secret, \"x\"\n"] {
+            let e = ReleaseMetadata::parse("rel/metadata.yaml", text).unwrap_err().to_string();
+            assert!(e.starts_with("rel/metadata.yaml: not valid metadata YAML:"), "{e}");
+            for secret in ["root:x", "/bin/bash", "daemon", "secret", "hunter2"] {
+                assert!(!e.contains(secret), "{secret:?} leaked: {e}");
+            }
+        }
     }
 
     #[test]

@@ -7,4 +7,5 @@ mod metadata;
 pub use id::{KubernetesMinor, NameError, ReleaseId, StackVersion};
 pub use metadata::{
     Components, KubernetesVersion, METADATA_API_VERSION, METADATA_FILE, MetadataError, ReleaseMetadata, Versions,
+    yaml_error_without_content,
 };

@@ -66,7 +66,7 @@ impl Default for RenderLimits {
 }
 
 /// The CAPI objects an addon is rendered for, as plain maps.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize)]
 pub struct ClusterObjects {
     /// The `Cluster` (cluster.x-k8s.io).
     pub cluster: serde_json::Value,
@@ -201,7 +201,7 @@ impl RenderError {
 }
 
 /// A rendered chart: its name and its objects in apply order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
 pub struct RenderedChart {
     /// `name` of `Chart.yaml`; for addons the addon's name.
     pub name: String,

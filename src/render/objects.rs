@@ -72,7 +72,7 @@ pub(crate) fn parse_objects(file: &str, output: &str) -> Result<Vec<DynamicObjec
 /// A document that `helm template` prints but no API server accepts (no `kind`, no name, a
 /// label that is a number...): `clusterstack render` prints it as helm does, with a warning;
 /// a release holding one is not applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UnacceptedDocument {
     /// The template (on disk) that printed it.
     pub file: String,

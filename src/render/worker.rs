@@ -24,7 +24,9 @@ use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::{RenderContext, RenderError, RenderLimits, render_cluster_class};
+use super::{
+    ClusterObjects, RenderContext, RenderError, RenderLimits, RenderedChart, render_addons, render_cluster_class,
+};
 
 /// The hidden subcommand the worker runs as.
 pub const WORKER_ARG: &str = "__render-worker";
@@ -79,12 +81,24 @@ pub struct Request {
     pub kube_version: Option<String>,
     pub fuel: u64,
     pub max_output_bytes: usize,
+    /// Set: render the addon bundle `chart_dir` for this workload cluster instead of a class.
+    #[serde(default)]
+    pub addons: Option<AddonsJob>,
+}
+
+/// The workload cluster's side of an addon render.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AddonsJob {
+    pub cluster: ClusterObjects,
+    pub addon_values: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// What the worker answers.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
     Objects(Vec<DynamicObject>),
+    /// The charts of an addon bundle.
+    Charts(Vec<RenderedChart>),
     /// The render failed: the engine's message (it names file and line).
     Failed(String),
 }
@@ -110,9 +124,45 @@ pub async fn render_cluster_class_isolated(
         kube_version: ctx.kube_version,
         fuel: ctx.limits.fuel,
         max_output_bytes: ctx.limits.max_output_bytes,
+        addons: None,
     };
     match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
         Reply::Objects(objects) => Ok(objects),
+        Reply::Charts(_) => Err(sandbox(release, "the render worker answered with addon charts".into())),
+        Reply::Failed(message) => Err(RenderError::Sandbox { release: release.to_string(), message }),
+    }
+}
+
+/// Renders the addon bundle `bundle_dir` for a workload cluster (`ctx.cluster`) in a worker when
+/// the sandbox is on, else in process on a blocking thread: the values templates and charts of
+/// addons are as untrusted as a cluster class. `release` names the release in errors.
+pub async fn render_addons_isolated(
+    release: &str,
+    bundle_dir: PathBuf,
+    ctx: RenderContext,
+) -> Result<Vec<RenderedChart>, RenderError> {
+    let Some((config, slots)) = SANDBOX.get() else {
+        return tokio::task::spawn_blocking(move || render_addons(&bundle_dir, &ctx))
+            .await
+            .map_err(|e| sandbox(release, format!("the render task failed: {e}")))?;
+    };
+    let Some(cluster) = ctx.cluster else {
+        return Err(RenderError::NoCluster(bundle_dir.display().to_string()));
+    };
+    let _slot = slots.acquire().await.map_err(|e| sandbox(release, e.to_string()))?;
+    let request = Request {
+        chart_dir: bundle_dir,
+        release_name: ctx.release_name,
+        namespace: ctx.namespace,
+        chart_version: ctx.chart_version,
+        kube_version: ctx.kube_version,
+        fuel: ctx.limits.fuel,
+        max_output_bytes: ctx.limits.max_output_bytes,
+        addons: Some(AddonsJob { cluster, addon_values: ctx.addon_values }),
+    };
+    match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
+        Reply::Charts(charts) => Ok(charts),
+        Reply::Objects(_) => Err(sandbox(release, "the render worker answered with class objects".into())),
         Reply::Failed(message) => Err(RenderError::Sandbox { release: release.to_string(), message }),
     }
 }
@@ -236,9 +286,19 @@ pub fn serve() -> std::process::ExitCode {
                 keep_unaccepted: false,
             };
             ctx.limits.max_output_bytes = r.max_output_bytes;
-            match render_cluster_class(&r.chart_dir, &ctx) {
-                Ok(objects) => Reply::Objects(objects),
-                Err(e) => Reply::Failed(e.to_string()),
+            match r.addons {
+                Some(job) => {
+                    ctx.cluster = Some(job.cluster);
+                    ctx.addon_values = job.addon_values;
+                    match render_addons(&r.chart_dir, &ctx) {
+                        Ok(charts) => Reply::Charts(charts),
+                        Err(e) => Reply::Failed(e.to_string()),
+                    }
+                }
+                None => match render_cluster_class(&r.chart_dir, &ctx) {
+                    Ok(objects) => Reply::Objects(objects),
+                    Err(e) => Reply::Failed(e.to_string()),
+                },
             }
         }
         Err(e) => Reply::Failed(format!("unreadable request: {e}")),

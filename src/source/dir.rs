@@ -1,5 +1,9 @@
 //! Releases in a local directory: `PATH/<tag>/<assets>`, or the Go
 //! operator's layout `PATH/cluster-stacks/<tag>/<assets>`.
+//!
+//! Nothing is read outside the directory: a release directory or an asset that resolves
+//! (through a symlink) out of it is skipped or refused, so a directory a tenant controls cannot
+//! make the operator read `/etc/passwd` or another team's cached release (`docs/security.md`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,6 +65,11 @@ impl DirSource {
                 if !path.is_dir() {
                     continue;
                 }
+                if !self.inside(&path) {
+                    tracing::warn!(dir = %path.display(), "skipping a release directory that links out of the source directory");
+                    skipped.push(entry.file_name().to_string_lossy().into_owned());
+                    continue;
+                }
                 let Some(tag) = entry.file_name().to_str().map(str::to_string) else {
                     skipped.push(entry.file_name().to_string_lossy().into_owned());
                     continue;
@@ -78,7 +87,7 @@ impl DirSource {
         let mut releases = Vec::new();
         for (tag, dir) in by_tag {
             match ReleaseId::from_tag(&tag) {
-                Ok(id) => releases.push(ListedRelease { id, assets: list_assets(&dir)?, tag, prerelease: false }),
+                Ok(id) => releases.push(ListedRelease { id, assets: self.list_assets(&dir)?, tag, prerelease: false }),
                 Err(err) => {
                     tracing::debug!(tag, %err, "skipping a directory that is not a cluster-stack release");
                     skipped.push(tag);
@@ -90,23 +99,44 @@ impl DirSource {
     }
 }
 
-/// The regular files of one release directory, with digests from its
-/// `SHA256SUMS` when there is one.
-fn list_assets(dir: &Path) -> Result<Vec<AssetInfo>, SourceError> {
+impl DirSource {
+    /// Whether `path` resolves (symlinks included) inside the source directory.
+    fn inside(&self, path: &Path) -> bool {
+        std::fs::canonicalize(path).is_ok_and(|p| p.starts_with(&self.root))
+    }
+
+    /// The regular files of one release directory, with digests from its `SHA256SUMS` when there
+    /// is one. A file that links out of the source directory is listed (size 0, nothing of its
+    /// target read) so that fetching the release fails naming it, instead of the release
+    /// silently lacking a file.
+    fn list_assets(&self, dir: &Path) -> Result<Vec<AssetInfo>, SourceError> {
+        list_assets(dir, |p| self.inside(p))
+    }
+}
+
+/// See [`DirSource::list_assets`]; `inside` tells a file inside the source directory.
+fn list_assets(dir: &Path, inside: impl Fn(&Path) -> bool) -> Result<Vec<AssetInfo>, SourceError> {
     let mut assets = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| SourceError::io("cannot read release directory", dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| SourceError::io("cannot read release directory", dir, e))?;
         let path = entry.path();
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        if !inside(&path) {
+            let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+            if link {
+                assets.push(AssetInfo { name, size: 0, sha256: None, locator: AssetLocator::File(path) });
+            }
+            continue;
+        }
         let meta = std::fs::metadata(&path).map_err(|e| SourceError::io("cannot read asset", &path, e))?;
         if !meta.is_file() {
             continue;
         }
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
         assets.push(AssetInfo { name, size: meta.len(), sha256: None, locator: AssetLocator::File(path) });
     }
     assets.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(sums) = assets.iter().find(|a| a.name == SHA256SUMS) {
+    if let Some(sums) = assets.iter().find(|a| a.name == SHA256SUMS && inside(&dir.join(&a.name))) {
         let path = dir.join(&sums.name);
         let text = std::fs::read_to_string(&path).map_err(|e| SourceError::io("cannot read", &path, e))?;
         // A bad file spoils only its own release: the listing goes on without
@@ -156,6 +186,15 @@ impl ReleaseSource for DirSource {
                 release.tag
             )));
         };
+        // Checked again at the read: the listing may be old, the link new.
+        if !self.inside(path) {
+            return Err(SourceError::Other(format!(
+                "{}: asset {} of {} resolves outside the source directory; refused",
+                self.name(),
+                asset.name,
+                release.tag
+            )));
+        }
         let mut input = tokio::fs::File::open(path).await.map_err(|e| SourceError::io("cannot open asset", path, e))?;
         let mut output =
             tokio::fs::File::create(dest).await.map_err(|e| SourceError::io("cannot create file", dest, e))?;

@@ -220,6 +220,32 @@ pub enum AnySource {
     GitHub(github::GitHubSource),
     Dir(DirSource),
     Oci(oci::OciSource),
+    /// A source read with one namespace's credentials (a `tokenSecretRef`, a
+    /// `credentialsSecretRef`): its listing and its cache entries are that namespace's alone, so
+    /// a private repository one team reads with its token is not served to another team that
+    /// names the same repository without one (`docs/security.md`). See [`AnySource::scoped`].
+    GitHubScoped {
+        source: github::GitHubSource,
+        namespace: String,
+    },
+    /// See [`AnySource::GitHubScoped`].
+    OciScoped {
+        source: oci::OciSource,
+        namespace: String,
+    },
+}
+
+impl AnySource {
+    /// This source scoped to `namespace` (see [`AnySource::GitHubScoped`]); a directory source
+    /// has no credentials and stays as it is.
+    pub fn scoped(self, namespace: &str) -> Self {
+        let namespace = namespace.to_string();
+        match self {
+            AnySource::GitHub(source) => AnySource::GitHubScoped { source, namespace },
+            AnySource::Oci(source) => AnySource::OciScoped { source, namespace },
+            other => other,
+        }
+    }
 }
 
 /// Opens the source a spec names. GitHub sources share `github` (its
@@ -259,6 +285,8 @@ impl ReleaseSource for AnySource {
             AnySource::GitHub(s) => s.name(),
             AnySource::Dir(s) => s.name(),
             AnySource::Oci(s) => s.name(),
+            AnySource::GitHubScoped { source, namespace } => format!("{} (credentials of {namespace})", source.name()),
+            AnySource::OciScoped { source, namespace } => format!("{} (credentials of {namespace})", source.name()),
         }
     }
 
@@ -267,6 +295,9 @@ impl ReleaseSource for AnySource {
             AnySource::GitHub(s) => s.cache_key(),
             AnySource::Dir(s) => s.cache_key(),
             AnySource::Oci(s) => s.cache_key(),
+            // A namespace name is a DNS label: safe as part of a path.
+            AnySource::GitHubScoped { source, namespace } => format!("{}@{namespace}", source.cache_key()),
+            AnySource::OciScoped { source, namespace } => format!("{}@{namespace}", source.cache_key()),
         }
     }
 
@@ -275,6 +306,8 @@ impl ReleaseSource for AnySource {
             AnySource::GitHub(s) => s.list().await,
             AnySource::Dir(s) => s.list().await,
             AnySource::Oci(s) => s.list().await,
+            AnySource::GitHubScoped { source, .. } => source.list().await,
+            AnySource::OciScoped { source, .. } => source.list().await,
         }
     }
 
@@ -289,6 +322,8 @@ impl ReleaseSource for AnySource {
             AnySource::GitHub(s) => s.download(release, asset, dest, progress).await,
             AnySource::Dir(s) => s.download(release, asset, dest, progress).await,
             AnySource::Oci(s) => s.download(release, asset, dest, progress).await,
+            AnySource::GitHubScoped { source, .. } => source.download(release, asset, dest, progress).await,
+            AnySource::OciScoped { source, .. } => source.download(release, asset, dest, progress).await,
         }
     }
 }

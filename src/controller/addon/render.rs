@@ -85,9 +85,12 @@ pub async fn render_release(
     if let Ok(metadata) = release.metadata() {
         ctx = ctx.with_kube_version(metadata.versions.kubernetes.to_string());
     }
-    tokio::task::spawn_blocking(move || render_bundle(&bundle, config_path.as_deref(), &ctx))
-        .await
-        .map_err(|e| format!("render task failed: {e}"))?
+    // The charts and values templates are the release author's: rendered in the sandboxed
+    // worker as a cluster class is (DESIGN §12); `clusteraddon.yaml` is parsed here, under the
+    // YAML budgets and the CEL cost estimate.
+    let charts =
+        crate::render::worker::render_addons_isolated(&class.tag(), bundle, ctx).await.map_err(|e| e.to_string())?;
+    with_config(charts, config_path.as_deref())
 }
 
 /// The pure part of [`render_release`], also used by `clusterstack render --addons`.
@@ -97,6 +100,14 @@ pub fn render_bundle(
     ctx: &RenderContext,
 ) -> Result<RenderedRelease, String> {
     let charts = crate::render::render_addons(bundle, ctx).map_err(|e| e.to_string())?;
+    with_config(charts, config_path)
+}
+
+/// The rendered charts with the release's `clusteraddon.yaml`, when it has one.
+fn with_config(
+    charts: Vec<crate::render::RenderedChart>,
+    config_path: Option<&std::path::Path>,
+) -> Result<RenderedRelease, String> {
     let config = match config_path {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;

@@ -171,6 +171,7 @@ impl From<SourceLookupError> for Error {
         match e {
             SourceLookupError::Kube(e) => Error::Kube(e),
             SourceLookupError::Config(m) => Error::Config(m),
+            SourceLookupError::Refused(r) => Error::Config(r.to_string()),
         }
     }
 }

@@ -294,8 +294,10 @@ async fn reconcile_inner(
             return Ok(Outcome::Failed);
         }
     };
-    let applied =
-        ctx.applier.apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone())).await?;
+    let applied = ctx
+        .applier
+        .apply(&objects, &ApplyOptions::new(owner.clone()).with_previous(previous.clone()).confined())
+        .await?;
     let stale = engine::stale(&previous, &applied.identities(), WhenEmpty::Refuse, &owner)?;
     let pruned = ctx.applier.prune(&stale, &owner).await;
     let mut inventory = Inventory::from_changes(&applied);
@@ -321,6 +323,18 @@ async fn reconcile_inner(
         tracing::warn!(release = %key, objects = forbidden.len(), first = %forbidden[0], "applying objects was forbidden");
         let note = forbidden.join("; ");
         ctx.event(&release.object_ref(&()), true, "ApplyForbidden", "Apply", note).await;
+    }
+    let refused: Vec<String> = inventory
+        .entries
+        .iter()
+        .filter(|e| e.error.starts_with(engine::CONFINED_PREFIX))
+        .map(|e| format!("{} {}/{}", e.key.kind, e.key.namespace, e.key.name))
+        .collect();
+    if !refused.is_empty() {
+        // One namespace's release writing into another namespace, or the whole cluster.
+        tracing::warn!(release = %key, objects = refused.len(), first = %refused[0], "objects outside the release's namespace refused");
+        let note = format!("refused outside namespace {ns}: {}", refused.join(", "));
+        ctx.event(&release.object_ref(&()), true, "ObjectsRefused", "Apply", note).await;
     }
     let synced = inventory.entries.iter().filter(|e| e.synced).count() as u64;
     let not_synced = inventory.len() as u64 - synced;

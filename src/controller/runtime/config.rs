@@ -41,6 +41,12 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_CACHE_DIR", default_value = DEFAULT_CACHE_DIR)]
     pub cache_dir: PathBuf,
 
+    /// Directories (comma-separated, absolute) under which a ClusterStack's
+    /// `spec.source.directory` may point; empty (the default): directory sources are refused.
+    /// Never the cache directory; paths are resolved (symlinks included) before the check.
+    #[arg(long, env = "CLUSTERSTACK_ALLOWED_DIRECTORY_ROOTS", value_delimiter = ',')]
+    pub allowed_directory_roots: Vec<PathBuf>,
+
     /// Poll interval of ClusterStacks without `spec.pollInterval`.
     #[arg(long, env = "CLUSTERSTACK_POLL_INTERVAL", default_value = crate::api::DEFAULT_POLL_INTERVAL, value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,

@@ -20,6 +20,7 @@ use super::backoff::{BackoffConfig, RandomSource, thread_random};
 use super::events::EventRecorder;
 use super::metrics::Metrics;
 use super::sources::Sources;
+use super::tenancy::{DirectoryRefused, DirectoryRoots};
 use super::watch::Watches;
 
 /// The name the operator reports Events under.
@@ -63,6 +64,9 @@ pub struct Settings {
     pub addon_wait_deadline: Duration,
     /// A release rendering more objects is refused before anything is applied.
     pub max_objects_per_release: usize,
+    /// Where ClusterStacks' directory sources may point (`--allowed-directory-roots`); none by
+    /// default. The default source is the operator's own setting and is not confined.
+    pub directory_roots: DirectoryRoots,
 }
 
 impl Settings {
@@ -83,6 +87,7 @@ impl Settings {
             cache_grace: Duration::from_secs(3600),
             addon_wait_deadline: DEFAULT_ADDON_WAIT_DEADLINE,
             max_objects_per_release: DEFAULT_MAX_OBJECTS_PER_RELEASE,
+            directory_roots: DirectoryRoots::default(),
         }
     }
 }
@@ -118,6 +123,9 @@ pub enum SourceLookupError {
     /// `spec.source` is malformed, or the source cannot be opened (e.g. a Secret it names).
     #[error("{0}")]
     Config(String),
+    /// `spec.source.directory` names a directory this operator does not let stacks read.
+    #[error(transparent)]
+    Refused(#[from] DirectoryRefused),
 }
 
 impl Context {
@@ -159,10 +167,18 @@ impl Context {
         }
     }
 
-    /// The source a stack follows: `spec.source`, else the operator's default.
+    /// The source a stack follows: `spec.source`, else the operator's default. A directory is
+    /// confined to the allowed roots and given resolved (see [`super::tenancy`]); the default
+    /// source is the operator's own setting and is not.
     pub fn stack_source(&self, stack: &ClusterStack) -> Result<SourceSpec, SourceLookupError> {
         match &stack.spec.source {
-            Some(s) => SourceSpec::from_crd(s).map_err(|e| SourceLookupError::Config(e.to_string())),
+            Some(s) => match SourceSpec::from_crd(s).map_err(|e| SourceLookupError::Config(e.to_string()))? {
+                SourceSpec::Dir { path } => {
+                    let given = path.to_string_lossy();
+                    Ok(SourceSpec::Dir { path: self.settings.directory_roots.confine(&given)? })
+                }
+                other => Ok(other),
+            },
             None => Ok(self.settings.default_source.clone()),
         }
     }

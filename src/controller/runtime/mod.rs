@@ -7,7 +7,8 @@
 //! - [`watch`]: the CAPI Cluster index, the watches of applied and provider objects, triggers;
 //! - [`clusters`]: the trimmed view of CAPI Clusters and which release classes they use;
 //! - [`backoff`], [`events`], [`metrics`], [`serve`] (`/metrics`, `/healthz`, `/readyz`),
-//!   [`cache_gc`], [`config`] (the `clusterstack operator` flags).
+//!   [`cache_gc`], [`config`] (the `clusterstack operator` flags);
+//! - [`tenancy`]: which directories a ClusterStack's `spec.source.directory` may name.
 
 pub mod backoff;
 pub mod cache_gc;
@@ -20,4 +21,5 @@ pub mod metrics;
 pub mod poller;
 pub mod serve;
 pub mod sources;
+pub mod tenancy;
 pub mod watch;

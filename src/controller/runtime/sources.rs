@@ -86,9 +86,14 @@ impl Sources {
     /// Opens the source of an object in `namespace`: a GitHub source with a `tokenSecretRef` uses
     /// a client with that token (one client per distinct token, so its ETags and rate-limit state
     /// are shared by every stack using it); others use the operator's client.
+    ///
+    /// A source opened with a Secret's credentials is scoped to `namespace`
+    /// ([`AnySource::Scoped`]): its listing, poller and cache entries are not shared with other
+    /// namespaces, which may not hold the credentials.
     pub async fn open_in(&self, spec: &SourceSpec, namespace: &str) -> Result<AnySource, SourceError> {
+        let scoped = |source: AnySource| source.scoped(namespace);
         if let SourceSpec::Oci { host, credentials_secret_ref: Some(secret_ref), .. } = spec {
-            return self.open_oci_with_secret(spec, host, &secret_ref.name, namespace).await;
+            return self.open_oci_with_secret(spec, host, &secret_ref.name, namespace).await.map(scoped);
         }
         let SourceSpec::GitHub { token_secret_ref: Some(secret_ref), .. } = spec else {
             return self.open(spec);
@@ -118,7 +123,7 @@ impl Sources {
                 }
             }
         };
-        crate::source::open(spec, &client)
+        crate::source::open(spec, &client).map(scoped)
     }
 
     /// Forgets the cached `tokenSecretRef` tokens of `namespace` (read again at the next use).

@@ -22,7 +22,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::{ClusterStack, ClusterStackRelease};
 use crate::apply::FIELD_MANAGER;
 use crate::controller::runtime::backoff::{jittered, poll_interval};
-use crate::controller::runtime::context::key_of;
+use crate::controller::runtime::context::{SourceLookupError, key_of};
 use crate::controller::runtime::holds;
 use crate::controller::runtime::poller::SyncOutcome;
 use crate::controller::{RECONCILE_REQUESTED_AT, STACK_LABEL};
@@ -107,12 +107,30 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
             previous.as_ref(),
             stack.annotations().get(RECONCILE_REQUESTED_AT).map(String::as_str),
         );
-        let spec = ctx.stack_source(stack)?;
-        if request.reread_tokens {
-            // A rotated tokenSecretRef is read again.
-            ctx.sources.forget_tokens(&ns);
-        }
-        let listing = match ctx.sources.open_in(&spec, &ns).await {
+        let opened = match ctx.stack_source(stack) {
+            Ok(spec) => {
+                if request.reread_tokens {
+                    // A rotated tokenSecretRef is read again.
+                    ctx.sources.forget_tokens(&ns);
+                }
+                ctx.sources.open_in(&spec, &ns).await.map_err(|e| e.to_string())
+            }
+            Err(SourceLookupError::Refused(refused)) => {
+                // Told once per change of the reason (a condition, a log line, an Event), and
+                // nothing is read: a stack sees no file the operator does not let it see.
+                let message = refused.to_string();
+                let told = previous.as_ref().is_some_and(
+                    |p| matches!(&p.listing, Err(SyncOutcome::Unavailable { message: m, .. }) if *m == message),
+                );
+                if !told {
+                    tracing::warn!(stack = %key, %message, "source refused");
+                    ctx.event(&stack.object_ref(&()), true, "SourceRefused", "Poll", message.clone()).await;
+                }
+                Err(message)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let listing = match opened {
             Ok(source) => {
                 let source_key = source.cache_key();
                 let latest = ctx.sources.pollers.subscribe(&source_key, &source, interval, key);
@@ -126,7 +144,7 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
                 }
             }
             // E.g. a directory source that is not there (yet): unavailable, like a source that is down.
-            Err(e) => Some((now, Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }))),
+            Err(message) => Some((now, Err(SyncOutcome::Unavailable { message, retry_at: None }))),
         };
         let Some((at, listing)) = listing else {
             sctx.set_poll(key, StackPoll { last: LastPoll::of(stack, now), listing: Err(SyncOutcome::Suspended) });
@@ -155,11 +173,27 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
         }
     };
 
-    if let Some(plan) = &plan {
+    let mut plan = plan;
+    if let Some(plan) = &mut plan {
         let pp = PatchParams::apply(FIELD_MANAGER).force();
-        for id in &plan.create {
-            let release = release_for(stack, id)?;
+        for id in plan.create.clone() {
+            let release = release_for(stack, &id)?;
             let tag = id.tag();
+            // Another stack of this namespace (the same provider, name and Kubernetes version)
+            // may control a release of this name: a forced apply under our one field manager
+            // would hand it over, and the two stacks would take it from each other every pass.
+            if let Some(other) = releases_api.get_opt(&tag).await?
+                && !controlled_by(&other, stack)
+            {
+                let owner = other
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true))
+                    .map_or_else(|| "(none)".to_string(), |o| o.name.clone());
+                tracing::warn!(stack = %key, release = %tag, %owner, "release name taken by another ClusterStack");
+                plan.warnings.push(keep::PlanWarning::NameTaken { release: tag, owner });
+                continue;
+            }
             let created = releases_api.patch(&tag, &pp, &Patch::Apply(&release)).await?;
             tracing::info!(stack = %key, release = %tag, "created ClusterStackRelease");
             ctx.event(

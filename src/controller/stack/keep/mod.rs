@@ -25,6 +25,13 @@ use crate::release::{KubernetesMinor, ReleaseId, StackVersion};
 
 use crate::controller::runtime::clusters::{ClassUsage, ClusterKey};
 
+/// The most `spec.versions` entries a stack may pin; the rest are ignored with a warning. Each
+/// pinned release is an object, a download and a line of status: 10,000 pins made a 1 MB status.
+pub const MAX_PINNED_VERSIONS: usize = 100;
+
+/// The longest part of a `spec.versions` entry quoted in a message.
+const MAX_QUOTED_ENTRY: usize = 64;
+
 /// An existing ClusterStackRelease of the stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExistingRelease {
@@ -80,6 +87,19 @@ pub enum PlanWarning {
     /// An existing ClusterStackRelease whose name is not a release of this
     /// stack; it is left alone.
     ForeignRelease { name: String },
+    /// More `spec.versions` entries than [`MAX_PINNED_VERSIONS`]: the rest are ignored.
+    TooManyPinned { given: usize, cap: usize },
+    /// A kept release's name is taken by a ClusterStackRelease another ClusterStack of the
+    /// namespace controls (the same provider, name and Kubernetes version): left to it.
+    NameTaken { release: String, owner: String },
+}
+
+/// `entry`, cut to [`MAX_QUOTED_ENTRY`] characters.
+fn quoted(entry: &str) -> String {
+    match entry.char_indices().nth(MAX_QUOTED_ENTRY) {
+        Some((at, _)) => format!("{:?}…", &entry[..at]),
+        None => format!("{entry:?}"),
+    }
 }
 
 impl fmt::Display for PlanWarning {
@@ -88,11 +108,15 @@ impl fmt::Display for PlanWarning {
             PlanWarning::BadKubernetesVersion { value, reason } => {
                 write!(f, "spec.kubernetesVersion {value:?} is not usable ({reason}); no release can match")
             }
+            PlanWarning::MalformedVersion { entry, .. } if entry.chars().count() > MAX_QUOTED_ENTRY => {
+                write!(f, "spec.versions entry {} is ignored: too long for a version", quoted(entry))
+            }
             PlanWarning::MalformedVersion { entry, reason } => {
                 write!(f, "spec.versions entry {entry:?} is ignored: {reason}")
             }
             PlanWarning::PinnedWrongChannel { entry, channel } => {
-                write!(f, "spec.versions entry {entry:?} is ignored: it is not a version of the {channel} channel")
+                let entry = quoted(entry);
+                write!(f, "spec.versions entry {entry} is ignored: it is not a version of the {channel} channel")
             }
             PlanWarning::PinnedNotListed { version } => {
                 write!(f, "pinned version {version} is not published by the source")
@@ -100,6 +124,14 @@ impl fmt::Display for PlanWarning {
             PlanWarning::ForeignRelease { name } => {
                 write!(f, "ClusterStackRelease {name} is not a release of this stack; left alone")
             }
+            PlanWarning::TooManyPinned { given, cap } => write!(
+                f,
+                "spec.versions has {given} entries: only the first {cap} are pinned (the cap on pinned versions), the rest are ignored"
+            ),
+            PlanWarning::NameTaken { release, owner } => write!(
+                f,
+                "ClusterStackRelease {release} belongs to ClusterStack {owner} of this namespace (the same provider, name and Kubernetes version); not created, left to it"
+            ),
         }
     }
 }
@@ -217,8 +249,11 @@ pub fn plan_with_holds(
         }
     };
 
-    // Pinned versions.
-    for entry in &spec.versions {
+    // Pinned versions, at most MAX_PINNED_VERSIONS.
+    if spec.versions.len() > MAX_PINNED_VERSIONS {
+        out.warnings.push(PlanWarning::TooManyPinned { given: spec.versions.len(), cap: MAX_PINNED_VERSIONS });
+    }
+    for entry in spec.versions.iter().take(MAX_PINNED_VERSIONS) {
         let version = match entry.parse::<StackVersion>() {
             Ok(v) => v,
             Err(e) => {
@@ -237,6 +272,10 @@ pub fn plan_with_holds(
         };
         if listed.is_some() && !matching.contains_key(&id.tag()) {
             out.warnings.push(PlanWarning::PinnedNotListed { version: id.version.dotted() });
+            if !existing_ids.contains_key(&id.tag()) {
+                // Nothing to create and nothing to protect: not counted as kept.
+                continue;
+            }
         }
         add(&id, KeepReason::Pinned);
     }

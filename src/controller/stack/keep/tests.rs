@@ -119,6 +119,34 @@ fn pinned_version_not_listed_is_a_warning_and_not_created() {
         &[],
     );
     assert!(p.delete.is_empty());
+    assert!(p.keep.contains_key("docker-ferrol-1-27-v7"));
+    // Neither listed nor existing: nothing to keep, so not counted as kept.
+    let p = plan(&stack(Channel::Stable, &["v7"], false), Some(&listed), &[], &[]);
+    assert!(p.keep.is_empty(), "{:?}", p.keep);
+}
+
+#[test]
+fn pinned_versions_are_capped_and_the_status_stays_small() {
+    // The reported case: 10,000 pins, one release published.
+    let pins: Vec<String> = (1..=10_000).map(|n| format!("v{n}")).collect();
+    let pins: Vec<&str> = pins.iter().map(String::as_str).collect();
+    let listed = ids(&["docker-ferrol-1-27-v1"]);
+    let p = plan(&stack(Channel::Stable, &pins, false), Some(&listed), &[], &[]);
+    assert_eq!(p.warnings[0], PlanWarning::TooManyPinned { given: 10_000, cap: MAX_PINNED_VERSIONS });
+    assert!(p.warnings[0].to_string().contains("only the first 100 are pinned"), "{}", p.warnings[0]);
+    // One release exists to keep, and one warning per pin inside the cap at most.
+    assert_eq!(p.keep.keys().collect::<Vec<_>>(), ["docker-ferrol-1-27-v1"]);
+    assert_eq!(p.warnings.len(), 1 + (MAX_PINNED_VERSIONS - 1));
+    let message: String = p.warnings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    assert!(message.len() < 8 * 1024, "{} bytes", message.len());
+    // The 101st pin is not kept even when published.
+    let listed = ids(&["docker-ferrol-1-27-v101"]);
+    let p = plan(&stack(Channel::Stable, &pins[..101], false), Some(&listed), &[], &[]);
+    assert!(p.keep.is_empty() && p.create.is_empty(), "{:?}", p.keep);
+    // A huge entry is quoted cut short.
+    let long = format!("v1-{}", "x".repeat(100_000));
+    let p = plan(&stack(Channel::Stable, &[&long], false), Some(&listed), &[], &[]);
+    assert!(p.warnings[0].to_string().len() < 300, "{}", p.warnings[0]);
 }
 
 #[test]
