@@ -7,7 +7,7 @@
 //! Without helm the helm half prints a SKIPPED line (and fails when `CI=true`); our renderer's
 //! half always runs.
 
-#[path = "support/helm.rs"]
+#[path = "../crates/helm/tests/support/helm.rs"]
 mod helm;
 #[path = "support/registry.rs"]
 mod registry;
