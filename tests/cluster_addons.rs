@@ -439,3 +439,31 @@ async fn a_hostile_values_template_fails_that_cluster_only() {
     let ds = workloads[2].get_object("apps/v1", "DaemonSet", Some("kube-system"), "kindnet").expect("cni applied");
     assert!(ds.to_string().contains("10.244.0.0/16"), "{ds}");
 }
+
+#[tokio::test]
+async fn a_helm_addon_printing_documents_no_api_server_accepts_is_not_applied_and_ready_names_them() {
+    // An extra Helm addon whose template prints, besides a good ConfigMap, a document without
+    // `kind` and one whose label is a number: helm template prints all three.
+    let repo = repo_with("docker-ferrol-1-27-v1", |dir| {
+        std::fs::create_dir_all(dir.join("odd/templates")).unwrap();
+        std::fs::write(dir.join("odd/Chart.yaml"), "apiVersion: v2\nname: odd\nversion: 1.0.0\n").unwrap();
+        std::fs::write(
+            dir.join("odd/templates/docs.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\n---\napiVersion: v1\nmetadata:\n  name: no-kind\n\
+             ---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numbered\n  labels:\n    tier: 1\n",
+        )
+        .unwrap();
+    });
+    let (mgmt, work) = (management().await, ApiServer::start().await);
+    let cache = tempfile::tempdir().unwrap();
+    let actx = context(&mgmt, repo.path(), cache.path(), Duration::from_secs(600));
+    put_kubeconfig(&mgmt, "c1", &work.url());
+    put_cluster(&mgmt, "c1", "docker-ferrol-1-27-v1", true);
+    pass(&actx, &mgmt, "c1").await.unwrap_err();
+    let reason_ = ready_reason(&addon_status(&mgmt, "c1"));
+    assert!(reason_.starts_with(reason::RENDER_FAILED), "{reason_}");
+    for named in ["odd/templates/docs.yaml document 2: has no kind", "odd/templates/docs.yaml document 3: metadata"] {
+        assert!(reason_.contains(named), "Ready does not name {named:?}: {reason_}");
+    }
+    assert_eq!(workload_writes(&work), 0, "nothing of the release is applied");
+}

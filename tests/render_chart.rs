@@ -207,3 +207,42 @@ fn flags_a_release_does_not_take_are_refused_not_ignored() {
         assert!(out.stdout.is_empty());
     }
 }
+
+#[test]
+fn documents_no_api_server_accepts_print_as_helm_prints_them_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("odd");
+    write(
+        &chart_dir,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: odd\nversion: 1.0.0\n"),
+            (
+                "templates/docs.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\n---\napiVersion: v1\nmetadata:\n  name: no-kind\n\
+                 ---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numbered\n  labels:\n    tier: 1\n",
+            ),
+        ],
+    );
+    let out = run(&["render", "rel", chart_dir.to_str().unwrap(), "-o", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let docs = objects(&out);
+    let names: Vec<&str> = docs.iter().map(|d| d["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fine", "numbered", "no-kind"], "{docs:?}");
+    assert_eq!(docs[1]["metadata"]["labels"]["tier"], 1);
+    let file = chart_dir.join("templates/docs.yaml").display().to_string();
+    for (index, reason) in [(2, "has no kind"), (3, "metadata")] {
+        let warning = format!("warning: {file} document {index}: {reason}");
+        assert!(stderr.contains(&warning), "no {warning:?} in:\n{stderr}");
+    }
+    assert!(!stderr.contains("document 1"), "{stderr}");
+
+    // helm prints the same three documents.
+    let Some(helm) = helm() else { return };
+    let out = Command::new(helm).args(["template", "rel", chart_dir.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut theirs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    theirs.retain(|d| !d.is_null());
+    theirs.sort_by_key(|o| format!("{}/{}", o["kind"], o["metadata"]["name"]));
+    assert_eq!(docs, theirs);
+}

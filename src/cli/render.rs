@@ -133,9 +133,8 @@ pub(super) struct Charts {
 
 pub async fn run(args: RenderArgs) -> Result<(), CliError> {
     if let Some(chart) = plain_chart(&args)? {
-        let objects = render_plain_chart(&chart, &args)?;
-        print!("{}", format_objects(&objects, args.output)?);
-        return Ok(());
+        let rendered = render_plain_chart(&chart, &args)?;
+        return print_rendered(&rendered.objects, &rendered.unaccepted, args.output);
     }
     if !args.addons && !args.values.is_empty() {
         return Err(CliError::Usage(
@@ -150,7 +149,9 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         ));
     }
     let charts = resolve(&args).await?;
-    let mut ctx = RenderContext::new(&charts.id, &args.namespace);
+    // Documents helm prints but no API server accepts are printed too, with a warning.
+    let mut ctx = RenderContext::new(&charts.id, &args.namespace).keeping_unaccepted();
+    let mut unaccepted = Vec::new();
     if let Some(kube) = args.kube_version.as_ref().or(charts.kube_version.as_ref()) {
         ctx = ctx.with_kube_version(kube.as_str());
     }
@@ -195,17 +196,39 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
                 && let Some(chart) = rendered.charts.iter().find(|c| c.name == stage.name)
             {
                 out.extend(chart.objects.iter().cloned());
+                unaccepted.extend(chart.unaccepted.iter().cloned());
             }
         }
         out
     } else {
-        render::render_cluster_class(&charts.cluster_class, &ctx)
-            .map_err(|e| CliError::Usage(charts.unmask(&e.to_string())))?
+        let rendered = render::render_chart(&charts.cluster_class, &ctx)
+            .map_err(|e| CliError::Usage(charts.unmask(&e.to_string())))?;
+        unaccepted = rendered.unaccepted;
+        rendered.objects
     };
-    if objects.is_empty() {
+    if objects.is_empty() && unaccepted.is_empty() {
         return Err(CliError::Usage(format!("{} rendered no objects", args.release())));
     }
-    print!("{}", format_objects(&objects, args.output)?);
+    for document in &mut unaccepted {
+        document.file = charts.unmask(&document.file);
+    }
+    print_rendered(&objects, &unaccepted, args.output)
+}
+
+/// Prints the objects, then the documents no API server accepts (as helm prints them, last),
+/// each with a warning on stderr naming its template and position.
+fn print_rendered(
+    objects: &[DynamicObject],
+    unaccepted: &[render::UnacceptedDocument],
+    format: Format,
+) -> Result<(), CliError> {
+    for document in unaccepted {
+        eprintln!(
+            "warning: {document}: helm prints it, but no API server accepts it (the operator refuses the release)"
+        );
+    }
+    let extra: Vec<&serde_json::Value> = unaccepted.iter().map(|d| &d.document).collect();
+    print!("{}", format_documents(objects, &extra, format)?);
     Ok(())
 }
 
@@ -240,7 +263,7 @@ fn plain_chart(args: &RenderArgs) -> Result<Option<PathBuf>, CliError> {
 }
 
 /// Renders a Helm chart as `helm template NAME CHART` does with the same flags.
-fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<Vec<DynamicObject>, CliError> {
+fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<render::RenderedChart, CliError> {
     let mut opts = helm_render::HelmOptions::new(args.name().unwrap_or(HELM_DEFAULT_NAME), args.namespace.as_str());
     opts.kube_version = args.kube_version.clone();
     opts.include_crds = args.include_crds;
@@ -253,10 +276,10 @@ fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<Vec<DynamicObje
     }
     let rendered =
         render::render_helm_release(chart, &opts, args.skip_tests).map_err(|e| CliError::Usage(e.to_string()))?;
-    if rendered.objects.is_empty() {
+    if rendered.objects.is_empty() && rendered.unaccepted.is_empty() {
         return Err(CliError::Usage(format!("{}: the chart rendered no objects", chart.display())));
     }
-    Ok(rendered.objects)
+    Ok(rendered)
 }
 
 /// The release name `helm template CHART` uses when given none.
@@ -381,8 +404,12 @@ fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
     })
 }
 
-/// Formats objects as a YAML stream or a JSON `List`.
-pub fn format_objects(objects: &[DynamicObject], format: Format) -> Result<String, CliError> {
+/// Formats objects, then `extra` documents, as a YAML stream or a JSON `List`.
+fn format_documents(
+    objects: &[DynamicObject],
+    extra: &[&serde_json::Value],
+    format: Format,
+) -> Result<String, CliError> {
     match format {
         Format::Yaml => {
             let mut out = String::new();
@@ -390,10 +417,20 @@ pub fn format_objects(objects: &[DynamicObject], format: Format) -> Result<Strin
                 out.push_str("---\n");
                 out.push_str(&serde_saphyr::to_string(object).map_err(CliError::CrdYaml)?);
             }
+            for document in extra {
+                out.push_str("---\n");
+                out.push_str(&serde_saphyr::to_string(document).map_err(CliError::CrdYaml)?);
+            }
             Ok(out)
         }
         Format::Json => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            let mut items: Vec<serde_json::Value> = objects
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            items.extend(extra.iter().map(|d| (*d).clone()));
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
             let mut out = serde_json::to_string_pretty(&list).map_err(|e| CliError::Usage(e.to_string()))?;
             out.push('\n');
             Ok(out)

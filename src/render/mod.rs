@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use crate::release::ReleaseId;
 
-pub use objects::ObjectKey;
+pub use objects::{ObjectKey, UnacceptedDocument};
 
 use crate::apply::sort_for_apply;
 
@@ -93,6 +93,10 @@ pub struct RenderContext {
     pub limits: RenderLimits,
     /// Platform-team values per addon name, merged last (over `values.yaml` and `overwrite.yaml`).
     pub addon_values: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Keep documents of a Helm chart that helm prints but no API server accepts in
+    /// [`RenderedChart::unaccepted`] (for `clusterstack render`, which prints them as helm does)
+    /// instead of failing on them (what applying needs).
+    pub keep_unaccepted: bool,
 }
 
 impl RenderContext {
@@ -106,7 +110,14 @@ impl RenderContext {
             kube_version: None,
             limits: RenderLimits::default(),
             addon_values: Default::default(),
+            keep_unaccepted: false,
         }
+    }
+
+    /// The same context keeping documents no API server accepts (see `keep_unaccepted`).
+    pub fn keeping_unaccepted(mut self) -> Self {
+        self.keep_unaccepted = true;
+        self
     }
 
     /// The same context with the release's Kubernetes version.
@@ -158,6 +169,10 @@ pub enum RenderError {
     NotYaml { file: String, message: String },
     #[error("{file}: document {index}: {message}")]
     InvalidObject { file: String, index: usize, message: String },
+    /// Documents helm prints (`helm template` succeeds) but no API server accepts: a release
+    /// holding them is not applied.
+    #[error("{}", objects::unaccepted_message(.0))]
+    Unaccepted(Vec<UnacceptedDocument>),
     #[error("the object {key} is rendered twice: by {first} and by {second}")]
     Duplicate { key: String, first: String, second: String },
     /// A Helm chart could not be loaded or prepared (metadata, dependencies, values).
@@ -191,6 +206,9 @@ pub struct RenderedChart {
     /// `name` of `Chart.yaml`; for addons the addon's name.
     pub name: String,
     pub objects: Vec<DynamicObject>,
+    /// Documents helm prints but no API server accepts (only with
+    /// [`RenderContext::keep_unaccepted`] or from [`render_helm_release`]; else an error).
+    pub unaccepted: Vec<UnacceptedDocument>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -324,10 +342,14 @@ fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderCont
 /// Renders any chart directory with its engine: the addon form (with
 /// `overwrite.yaml`) when `ctx.cluster` is set, the cluster-class form otherwise.
 pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
-    match chart_engine(chart_dir)? {
-        Engine::Jinja => jinja::render_jinja_chart(chart_dir, ctx),
-        Engine::Helm => render_helm_chart(chart_dir, ctx),
+    let chart = match chart_engine(chart_dir)? {
+        Engine::Jinja => jinja::render_jinja_chart(chart_dir, ctx)?,
+        Engine::Helm => render_helm_chart(chart_dir, ctx)?,
+    };
+    if !ctx.keep_unaccepted && !chart.unaccepted.is_empty() {
+        return Err(RenderError::Unaccepted(chart.unaccepted));
     }
+    Ok(chart)
 }
 
 /// A Helm chart, as the Go operator renders it: the cluster class as
@@ -375,6 +397,7 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
 
 /// Renders any Helm chart (a directory or a `.tgz`) as `helm template` does with `opts`,
 /// into objects in apply order; `skip_tests` leaves `helm test` hooks out as `--skip-tests` does.
+/// Documents helm prints but no API server accepts are in [`RenderedChart::unaccepted`].
 pub fn render_helm_release(
     chart_path: &Path,
     opts: &helm_render::HelmOptions,
@@ -391,22 +414,29 @@ fn helm_objects(
     skip_tests: bool,
 ) -> Result<RenderedChart, RenderError> {
     let manifests = helm_render::render_chart(chart, opts)?;
-    let (mut objects, mut sources) = (Vec::new(), Vec::new());
+    let (mut objects, mut sources, mut unaccepted) = (Vec::new(), Vec::new(), Vec::new());
+    // Documents per template, for `document N` in messages.
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for m in manifests {
         if skip_tests && m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))) {
             continue;
         }
         let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
         let label = format!("{}/{inner}", chart.label);
-        let index = sources.iter().filter(|s| **s == label).count() + 1;
-        if let Some(object) = objects::parse_helm_object(&label, index, &m.content)? {
-            objects.push(object);
-            sources.push(label.clone());
+        let count = counts.entry(label.clone()).or_default();
+        *count += 1;
+        match objects::parse_helm_document(&label, *count, &m.content)? {
+            objects::HelmDocument::Empty => {}
+            objects::HelmDocument::Object(object) => {
+                objects.push(*object);
+                sources.push(label.clone());
+            }
+            objects::HelmDocument::Unaccepted(document) => unaccepted.push(document),
         }
     }
     objects::check_duplicates(&objects, &sources)?;
     sort_for_apply(&mut objects);
-    Ok(RenderedChart { name: chart.metadata.name.clone(), objects })
+    Ok(RenderedChart { name: chart.metadata.name.clone(), objects, unaccepted })
 }
 
 /// Renders the ecosystem's addon values file (`overwrite.yaml`,

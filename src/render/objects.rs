@@ -69,18 +69,75 @@ pub(crate) fn parse_objects(file: &str, output: &str) -> Result<Vec<DynamicObjec
     Ok(objects)
 }
 
+/// A document that `helm template` prints but no API server accepts (no `kind`, no name, a
+/// label that is a number...): `clusterstack render` prints it as helm does, with a warning;
+/// a release holding one is not applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnacceptedDocument {
+    /// The template (on disk) that printed it.
+    pub file: String,
+    /// Its 1-based position among the template's documents.
+    pub index: usize,
+    /// What an API server would refuse.
+    pub reason: String,
+    /// The document as helm prints it (read as go-yaml reads it).
+    pub document: serde_json::Value,
+}
+
+impl fmt::Display for UnacceptedDocument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} document {}: {}", self.file, self.index, self.reason)
+    }
+}
+
+/// The message of [`RenderError::Unaccepted`]: every document, so one pass shows them all.
+pub(crate) fn unaccepted_message(documents: &[UnacceptedDocument]) -> String {
+    let list: Vec<String> = documents.iter().map(ToString::to_string).collect();
+    format!("documents helm prints but no API server accepts: {}", list.join("; "))
+}
+
+/// One document of a Helm chart's output.
+pub(crate) enum HelmDocument {
+    Empty,
+    Object(Box<DynamicObject>),
+    Unaccepted(UnacceptedDocument),
+}
+
 /// Parses one document of a Helm chart's output (already split where helm splits documents)
 /// as the API server is given it by helm and the Go operator: go-yaml v2 through
 /// sigs.k8s.io/yaml (YAML 1.1: `0755` is 493, `on` is true; lenient indentation of quoted
-/// scalars). `index` is the document's 1-based position in `file`. `None` for an empty document.
-pub(crate) fn parse_helm_object(file: &str, index: usize, doc: &str) -> Result<Option<DynamicObject>, RenderError> {
+/// scalars). `index` is the document's 1-based position in `file`. What helm itself refuses
+/// (not YAML, not a mapping, a `metadata` that is not one) is an error, as in helm.
+pub(crate) fn parse_helm_document(file: &str, index: usize, doc: &str) -> Result<HelmDocument, RenderError> {
     let value = helm_render::yaml_to_value(doc)
         .map_err(|e| RenderError::NotYaml { file: file.to_string(), message: format!("in document {index}: {e}") })?
         .to_json();
     if value.is_null() {
-        return Ok(None);
+        return Ok(HelmDocument::Empty);
     }
-    check_object(file, index, value).map(Some)
+    // helm reads each document's head (apiVersion, kind, metadata.name and annotations) and
+    // fails where that read fails.
+    let head_readable = value.as_object().is_some_and(|m| {
+        m.get("metadata").is_none_or(|meta| meta.is_null() || meta.is_object())
+            && m.get("metadata").and_then(|meta| meta.get("annotations")).is_none_or(|a| a.is_null() || a.is_object())
+    });
+    if !head_readable {
+        return Err(RenderError::InvalidObject {
+            file: file.to_string(),
+            index,
+            message: "is not a mapping with a metadata mapping, which helm needs to read its head".into(),
+        });
+    }
+    match check_object(file, index, value.clone()) {
+        Ok(object) => Ok(HelmDocument::Object(Box::new(object))),
+        Err(RenderError::InvalidObject { message, .. }) => Ok(HelmDocument::Unaccepted(UnacceptedDocument {
+            file: file.to_string(),
+            index,
+            reason: message,
+            document: value,
+        })),
+        Err(e) => Err(e),
+    }
 }
 
 /// Checks that a document is an object with `apiVersion`, `kind` and `metadata.name`.

@@ -435,13 +435,25 @@ fn helm_documents_are_read_as_go_yaml_and_non_objects_are_named() {
     assert_eq!(objects[0].data["flag"], true);
     assert_eq!(objects[0].data["d"], "one two");
 
-    for (bad, says) in [
-        ("apiVersion: v1\nmetadata:\n  name: x\n", "has no kind"),
-        ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    a: 1\n", "metadata"),
-    ] {
-        std::fs::write(chart_dir.join("templates/bad.yaml"), format!("{cm}---\n{bad}")).unwrap();
-        let err = render_cluster_class(&chart_dir, &ctx).unwrap_err().to_string();
-        assert!(err.contains("templates/bad.yaml") && err.contains("2"), "{err}");
-        assert!(err.contains(says), "{err}");
-    }
+    // Documents helm prints but no API server accepts: one error names them all; rendering for
+    // `clusterstack render` keeps them apart from the objects.
+    let no_kind = "apiVersion: v1\nmetadata:\n  name: x\n";
+    let number_label = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: numbered\n  labels:\n    a: 1\n";
+    let other = cm.replace("name: m", "name: m2");
+    std::fs::write(chart_dir.join("templates/bad.yaml"), format!("{other}---\n{no_kind}---\n{number_label}")).unwrap();
+    let err = render_cluster_class(&chart_dir, &ctx).unwrap_err();
+    assert!(matches!(&err, RenderError::Unaccepted(docs) if docs.len() == 2), "{err}");
+    let err = err.to_string();
+    assert!(err.contains("templates/bad.yaml document 2: has no kind"), "{err}");
+    assert!(err.contains("templates/bad.yaml document 3: metadata"), "{err}");
+    let rendered = render_chart(&chart_dir, &ctx.clone().keeping_unaccepted()).unwrap();
+    assert_eq!(rendered.objects.len(), 2, "the ConfigMaps m and m2");
+    let kept: Vec<(usize, &serde_json::Value)> = rendered.unaccepted.iter().map(|d| (d.index, &d.document)).collect();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept[0], (2, &serde_json::json!({"apiVersion": "v1", "metadata": {"name": "x"}})));
+    assert_eq!(kept[1].1["metadata"]["labels"]["a"], 1);
+    // What helm itself refuses stays an error: a document that is not a mapping.
+    std::fs::write(chart_dir.join("templates/bad.yaml"), "- a\n- b\n").unwrap();
+    let err = render_chart(&chart_dir, &ctx.clone().keeping_unaccepted()).unwrap_err();
+    assert!(matches!(err, RenderError::InvalidObject { index: 1, .. }), "{err}");
 }

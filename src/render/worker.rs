@@ -232,6 +232,8 @@ pub fn serve() -> std::process::ExitCode {
                 kube_version: r.kube_version,
                 limits: RenderLimits { fuel: r.fuel, max_output_bytes: r.max_output_bytes },
                 addon_values: Default::default(),
+                // The operator applies what the worker renders: never keep what no API server accepts.
+                keep_unaccepted: false,
             };
             ctx.limits.max_output_bytes = r.max_output_bytes;
             match render_cluster_class(&r.chart_dir, &ctx) {

@@ -16,6 +16,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::rc::Rc;
 
+thread_local! {
+    /// Go's nil slice, `[]interface{}(nil)` (what Sprig's `concat` of empty lists returns): a list
+    /// of no items everywhere (`len`, `range`, `%v`, every list function), told from an empty list
+    /// only where Go tells them apart (`toJson` and `toYaml` print `null`, `%#v`, `deepEqual`).
+    /// One shared allocation per thread, recognised by address; values never leave their thread.
+    static NIL_LIST: Rc<Vec<Value>> = Rc::new(Vec::new());
+}
+
 /// A Go map[string]interface{}: shared, mutable, keys sorted.
 pub type Map = Rc<RefCell<BTreeMap<String, Value>>>;
 
@@ -75,6 +83,16 @@ impl Value {
 
     pub fn list(items: Vec<Value>) -> Self {
         Value::List(Rc::new(items))
+    }
+
+    /// Go's nil slice `[]interface{}(nil)`: see [`Value::is_nil_list`].
+    pub fn nil_list() -> Self {
+        Value::List(NIL_LIST.with(Rc::clone))
+    }
+
+    /// Whether this is Go's nil slice (not an empty one): `toJson` prints it `null`.
+    pub fn is_nil_list(&self) -> bool {
+        matches!(self, Value::List(l) if l.is_empty() && NIL_LIST.with(|n| Rc::ptr_eq(n, l)))
     }
 
     pub fn map(entries: BTreeMap<String, Value>) -> Self {

@@ -139,7 +139,8 @@ pub fn from_json(text: &str) -> Value {
 pub fn from_json_array(text: &str) -> Value {
     match sprig::from_json(text) {
         Ok(Value::List(l)) => Value::List(l),
-        Ok(Value::Nil) => Value::list(vec![]),
+        // json.Unmarshal of `null` leaves the slice nil.
+        Ok(Value::Nil) => Value::nil_list(),
         Ok(other) => Value::list(vec![Value::str(format!(
             "json: cannot unmarshal {} into Go value of type []interface {{}}",
             go_kind_word(&other)

@@ -9,6 +9,7 @@
 //! the engine limits work, output and nesting.
 
 mod env;
+mod errors;
 pub mod goyaml;
 pub mod helmfuncs;
 pub mod ignore;
@@ -24,7 +25,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use gotmpl::{ExecLimits, ExecOptions, MissingKey, TemplateErrorKind, Templates, Value};
+use gotmpl::{ExecLimits, ExecOptions, MissingKey, Templates, Value};
 
 pub use load::{Chart, ChartFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
@@ -336,20 +337,11 @@ fn hook_of(doc: &str) -> Option<String> {
 }
 
 fn template_error(label: &str, e: &gotmpl::TemplateError) -> HelmError {
-    // Helm's names start with the chart's own name; the label says where the chart is.
-    // The innermost template is where the author has to look; Go's full
-    // message (with the including templates) follows.
-    let (template, line, detail) = e.innermost();
-    let inner = template.split_once('/').map(|(_, rest)| rest).unwrap_or(template);
+    // The message is helm's own text; the file and line are those of the template helm names
+    // first (the one being rendered, where a `required` in a helper is called), on disk.
+    let inner = e.template.split_once('/').map(|(_, rest)| rest).unwrap_or(&e.template);
     let file = format!("{label}/{inner}");
-    let message = match e.kind {
-        TemplateErrorKind::Parse => format!("parse error: {}", e.message),
-        TemplateErrorKind::Fail => format!("execution error: {detail}"),
-        TemplateErrorKind::Limit => format!("limit reached: {detail}"),
-        _ if e.origin.is_some() => format!("{detail} (in {}:{}: {})", e.template, e.line, e.message),
-        _ => e.message.clone(),
-    };
-    HelmError::Template { file, line, message: shorten(&message, 2048) }
+    HelmError::Template { file, line: e.line, message: shorten(&errors::helm_message(e), 2048) }
 }
 
 /// Keeps a message readable in a condition: Go nests the text of every

@@ -237,7 +237,10 @@ fn errors_name_the_template_file_and_line() {
     write(dir.path(), &[("templates/t.yaml", "a: 1\n\nb: {{ required \"image.tag is required\" .Values.x }}\n")]);
     let chart = load_chart(dir.path()).expect("loads");
     let e = render_chart(&chart, &HelmOptions::new("r", "n")).expect_err("fails").to_string();
-    assert!(e.ends_with("/templates/t.yaml:3: execution error: image.tag is required"), "{e}");
+    assert!(
+        e.ends_with("/templates/t.yaml:3: execution error at (c/templates/t.yaml:3:6): image.tag is required"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -50,7 +50,6 @@ const KNOWN: &[(&str, Option<&str>, &str, &str, &str)] = &[
 /// Charts (with the kube version given) our renderer is known to fail on or to accept where helm
 /// fails, with why (this list is their record).
 const KNOWN_FAILURES: &[(&str, Option<&str>, &str)] = &[
-    ("sprig", None, "htpasswd with two arguments (fixed on branch sprig, not merged here yet)"),
     ("errors/bad-yaml", None, "output that is not YAML is not rejected"),
     ("cni", Some("v1.20.15"), "Chart.yaml kubeVersion is not enforced"),
 ];
@@ -384,6 +383,43 @@ fn template_errors_name_file_and_line_as_helm() {
                 missing.join(", "),
                 theirs.trim()
             ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// helm's message without its `Error: ` and the `--debug` hint.
+fn helm_error_text(stderr: &str) -> String {
+    let text = stderr.trim();
+    let text = text.strip_suffix("Use --debug flag to render out invalid YAML").unwrap_or(text).trim();
+    text.rsplit("Error: ").next().unwrap_or(text).trim().to_string()
+}
+
+#[test]
+fn template_errors_read_as_helms_text() {
+    let Some(helm_bin) = helm::require_helm("template_errors_read_as_helms_text") else { return };
+    let charts = [
+        "errors/required",
+        "errors/fail",
+        "errors/syntax",
+        "errors/unknown-function",
+        "errors/helper-error",
+        "errors/wrong-type",
+        // `required`/`fail` in helpers and `tpl`: the call site in the template being rendered.
+        "errors/required-in-helper",
+        "errors/fail-in-tpl",
+        // The chain of includes, as helm lays it out, or Go's one line where helm keeps it.
+        "errors/include-chain",
+        "errors/include-missing",
+        "errors/tpl-in-helper",
+        "errors/template-action",
+    ];
+    let mut failures = Vec::new();
+    for chart in charts {
+        let Some((theirs, ours)) = both_fail(&helm_bin, &error_case(chart)) else { continue };
+        let theirs = helm_error_text(&theirs);
+        if !ours.ends_with(&format!(": {theirs}")) {
+            failures.push(format!("{chart}:\n  helm: {theirs}\n  ours: {ours}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -62,7 +62,7 @@ pub(super) fn conclude(
         );
         set_conditions(
             st,
-            &time,
+            time,
             generation,
             (FALSE, "Halted", &message),
             (FALSE, "Halted"),
@@ -72,7 +72,7 @@ pub(super) fn conclude(
         st.phase = phase::IDLE.into();
         set_conditions(
             st,
-            &time,
+            time,
             generation,
             (TRUE, "NoClusters", "no Cluster follows this rollout"),
             (FALSE, "NoClusters"),
@@ -82,7 +82,7 @@ pub(super) fn conclude(
         st.phase = phase::PAUSED.into();
         set_conditions(
             st,
-            &time,
+            time,
             generation,
             (FALSE, "Paused", "spec.paused is true"),
             (FALSE, "Paused"),
@@ -98,7 +98,7 @@ pub(super) fn conclude(
         };
         set_conditions(
             st,
-            &time,
+            time,
             generation,
             (TRUE, "Succeeded", &message),
             (FALSE, "Succeeded"),
@@ -122,7 +122,7 @@ pub(super) fn conclude(
         }
         set_conditions(
             st,
-            &time,
+            time,
             generation,
             (FALSE, "MaintenanceWindowClosed", &message),
             (FALSE, "MaintenanceWindowClosed"),
@@ -148,7 +148,7 @@ pub(super) fn conclude(
         };
         set_conditions(
             st,
-            &time,
+            time,
             generation,
             (FALSE, "Progressing", &message),
             (TRUE, "Progressing"),

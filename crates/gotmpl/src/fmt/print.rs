@@ -114,6 +114,10 @@ impl Printer<'_> {
                 }
             },
             Value::List(items) => {
+                if self.flags.sharp && verb == 'v' && v.is_nil_list() {
+                    self.out.push_str("[]interface {}(nil)");
+                    return;
+                }
                 if self.flags.sharp && verb == 'v' {
                     self.out.push_str("[]interface {}{");
                     for (k, x) in items.iter().enumerate() {

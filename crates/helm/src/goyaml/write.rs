@@ -24,7 +24,7 @@ pub fn marshal(v: &Value) -> Result<String, String> {
         // sigs.k8s.io/yaml encodes through encoding/json, which refuses it.
         return Err("json: unsupported value: encountered a cycle via map[string]interface {}".into());
     }
-    let node = to_node(v)?;
+    let node = to_node(v, true)?;
     let mut e = Emitter::new();
     e.emit_node(&node, Ctx { root: true, mapping: false, simple_key: false });
     // document end (implicit); go-yaml's encoder clears `open_ended` before
@@ -39,7 +39,7 @@ pub fn pretty(v: &Value) -> String {
     if v.holds_itself() {
         return String::new();
     }
-    let Ok(node) = to_node(v) else { return String::new() };
+    let Ok(node) = to_node(v, false) else { return String::new() };
     let mut e = Emitter::new();
     e.indent_sequences = true;
     e.emit_node(&node, Ctx { root: true, mapping: false, simple_key: false });
@@ -53,8 +53,11 @@ pub fn value_to_yaml(v: &Value) -> String {
     marshal(v).unwrap_or_default()
 }
 
-pub(super) fn to_node(v: &Value) -> Result<Node, String> {
+/// The node go-yaml emits for `v`: through Go's JSON when `json` (`sigs.k8s.io/yaml`, where a
+/// nil slice is `null`), else as go-yaml v3 encodes Go values directly (a nil slice is `[]`).
+pub(super) fn to_node(v: &Value, json: bool) -> Result<Node, String> {
     Ok(match v {
+        Value::List(_) if json && v.is_nil_list() => Node::Null,
         Value::Nil => Node::Null,
         Value::Bool(b) => Node::Bool(*b),
         Value::Int(i) | Value::Int64(i) => Node::Number(i.to_string()),
@@ -74,14 +77,14 @@ pub(super) fn to_node(v: &Value) -> Result<Node, String> {
             use base64::Engine as _;
             Node::Str(base64::engine::general_purpose::STANDARD.encode(b))
         }
-        Value::List(items) => Node::Seq(items.iter().map(to_node).collect::<Result<_, _>>()?),
+        Value::List(items) => Node::Seq(items.iter().map(|x| to_node(x, json)).collect::<Result<_, _>>()?),
         Value::Map(m) => {
             let mut entries: Vec<(String, Node)> =
-                m.borrow().iter().map(|(k, v)| Ok((k.clone(), to_node(v)?))).collect::<Result<_, String>>()?;
+                m.borrow().iter().map(|(k, v)| Ok((k.clone(), to_node(v, json)?))).collect::<Result<_, String>>()?;
             entries.sort_by(|a, b| key_order(&a.0, &b.0));
             Node::Map(entries)
         }
-        Value::Object(o) => to_node(&o.to_data())?,
+        Value::Object(o) => to_node(&o.to_data(), json)?,
     })
 }
 

@@ -178,6 +178,10 @@ fn write_json(out: &mut String, v: &Value, esc: bool, indent: Option<&str>, dept
         Value::String(s) => json_string(out, s, esc),
         Value::Bytes(b) => json_string(out, &base64::engine::general_purpose::STANDARD.encode(b), esc),
         Value::List(items) => {
+            if v.is_nil_list() {
+                out.push_str("null");
+                return Ok(());
+            }
             if items.is_empty() {
                 out.push_str("[]");
                 return Ok(());

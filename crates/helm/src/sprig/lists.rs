@@ -47,13 +47,13 @@ pub(super) fn register(m: &mut FuncMap) {
     for name in ["rest", "mustRest"] {
         reg(m, name, &[Any], |_, a| {
             let l = need(&a[0], "Cannot find rest on type")?;
-            Ok(if l.is_empty() { Value::Nil } else { list(l[1..].to_vec()) })
+            Ok(if l.is_empty() { Value::nil_list() } else { list(l[1..].to_vec()) })
         });
     }
     for name in ["initial", "mustInitial"] {
         reg(m, name, &[Any], |_, a| {
             let l = need(&a[0], "Cannot find initial on type")?;
-            Ok(if l.is_empty() { Value::Nil } else { list(l[..l.len() - 1].to_vec()) })
+            Ok(if l.is_empty() { Value::nil_list() } else { list(l[..l.len() - 1].to_vec()) })
         });
     }
     for name in ["reverse", "mustReverse"] {
@@ -123,7 +123,8 @@ pub(super) fn register(m: &mut FuncMap) {
             }
             out.extend(items(l).ok_or_else(|| err(format!("Cannot concat type {} as list", kind(l))))?);
         }
-        Ok(if out.is_empty() { Value::Nil } else { list(out) })
+        // Sprig appends to a nil slice: no items at all leave it nil.
+        Ok(if out.is_empty() { Value::nil_list() } else { list(out) })
     });
     for name in ["chunk", "mustChunk"] {
         reg(m, name, &[Int, Any], |_, a| {

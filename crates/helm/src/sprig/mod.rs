@@ -246,6 +246,8 @@ pub(crate) fn deep_equal(a: &Value, b: &Value) -> bool {
         (Value::Float(x), Value::Float(y)) => x == y,
         (Value::String(x), Value::String(y)) => x == y,
         (Value::Bytes(x), Value::Bytes(y)) => x == y,
+        // reflect.DeepEqual tells a nil slice from an empty one.
+        (Value::List(_), Value::List(_)) if a.is_nil_list() != b.is_nil_list() => false,
         (Value::List(x), Value::List(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| deep_equal(p, q)),
         (Value::Map(x), Value::Map(y)) => {
             if std::rc::Rc::ptr_eq(x, y) {

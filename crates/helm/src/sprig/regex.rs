@@ -23,7 +23,9 @@ pub(super) fn register(m: &mut FuncMap) {
             let text = s(&a[1]);
             let n = i(&a[2]);
             let found = re.find_iter(&text).take(if n < 0 { usize::MAX } else { n as usize });
-            Ok(Value::list(found.map(|x| Value::from(x.as_str())).collect()))
+            let found: Vec<Value> = found.map(|x| Value::from(x.as_str())).collect();
+            // Go's FindAllString: nil when nothing matches.
+            Ok(if found.is_empty() { Value::nil_list() } else { Value::list(found) })
         });
     }
     for (name, must) in [("regexFind", false), ("mustRegexFind", true)] {

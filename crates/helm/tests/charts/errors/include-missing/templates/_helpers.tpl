@@ -1,0 +1,2 @@
+{{- /* no helper of that name */ -}}
+{{- define "h.other" -}}x{{- end -}}
