@@ -166,11 +166,9 @@ async fn wait(
 
 /// The operator alone, against the management URL the parent passes.
 async fn operator() -> Result<(), Box<dyn std::error::Error>> {
-    let var = |k: &str| std::env::var(k).map_err(|_| format!("{k} is not set"));
-    let config = kube::Config::new(var("BENCH_API_URL")?.parse()?);
-    let client = kube::Client::try_from(config)?;
+    let client = common::operator_client()?;
     let releases = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases");
-    let settings = Settings::new(SourceSpec::dir(releases), var("BENCH_CACHE")?);
+    let settings = Settings::new(SourceSpec::dir(releases), common::bench_var("BENCH_CACHE")?);
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;
     Ok(())
 }

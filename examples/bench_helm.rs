@@ -9,7 +9,7 @@
 //! `VmHWM` is the renderer's alone); helm's peak memory is sampled from `/proc/PID/status`
 //! (`VmHWM`, the high-water mark) while it runs, or taken from GNU time when present.
 
-#[path = "../tests/support/helm.rs"]
+#[path = "../crates/helm/tests/support/helm.rs"]
 mod helm;
 
 use std::fmt::Write as _;

@@ -9,10 +9,11 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "../tests/support/registry.rs"]
+mod registry;
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,47 +27,6 @@ type Error = Box<dyn std::error::Error>;
 
 const RUNS: usize = 3;
 const REPOSITORY: &str = "bench/stacks";
-
-/// The registry process; killed on drop.
-struct Registry {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_registry() -> Result<Registry, Error> {
-    let bin = std::env::var_os("CLUSTERSTACK_REGISTRY_BIN").map(PathBuf::from).or_else(|| {
-        std::env::var_os("PATH")
-            .and_then(|p| std::env::split_paths(&p).map(|d| d.join("docker-registry")).find(|p| p.is_file()))
-    });
-    let bin = bin.ok_or("docker-registry not found: install it or set CLUSTERSTACK_REGISTRY_BIN")?;
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let dir = tempfile::tempdir()?;
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            dir.path().join("storage").display()
-        ),
-    )?;
-    let child = Command::new(&bin).arg("serve").arg(&config).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
-    let registry = Registry { child, port, _dir: dir };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(registry);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("the registry did not start on port {port}").into())
-}
 
 /// A release directory: metadata, a cluster class of about `target` uncompressed bytes, a small
 /// addon. Returns the bytes to download.
@@ -146,8 +106,8 @@ fn same_files(a: &Path, b: &Path) -> Result<bool, Error> {
 async fn main() -> Result<(), Error> {
     clusterstack::install_crypto_provider();
     let mib: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(60);
-    let registry = start_registry()?;
-    let host = format!("127.0.0.1:{}", registry.port);
+    let registry = registry::Registry::start("bench_oci").ok_or("docker-registry not found")?;
+    let host = registry.host();
     let base = format!("http://{host}");
     let client = Arc::new(RegistryClient::new(RegistryConfig::default())?);
     let work = tempfile::tempdir()?;

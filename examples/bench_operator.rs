@@ -55,10 +55,7 @@ fn size() -> Result<Size, String> {
         poll: Duration::from_secs(10),
         samples: 20,
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        let [flag, value] = pair else { return Err(format!("{pair:?}: a flag needs a value")) };
-        let n: u64 = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
+    for (flag, n) in common::number_flags()? {
         match flag.as_str() {
             "--stacks" => s.stacks = n as usize,
             "--repos" => s.repos = (n as usize).max(1),
@@ -124,15 +121,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-async fn wait(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while !check() {
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Some(start.elapsed())
+/// Waits until `check` holds (looking every 10 ms); how long it took, or `None` past `limit`.
+async fn wait(limit: Duration, check: impl FnMut() -> bool) -> Option<Duration> {
+    common::wait_until(limit, Duration::from_millis(10), check).await
 }
 
 #[tokio::main]
@@ -344,12 +335,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The operator alone, against the URLs the parent passes.
 async fn operator() -> Result<(), Box<dyn std::error::Error>> {
-    let var = |k: &str| std::env::var(k).map_err(|_| format!("{k} is not set"));
-    let config = kube::Config::new(var("BENCH_API_URL")?.parse()?);
-    let client = kube::Client::try_from(config)?;
-    let mut settings = Settings::new(SourceSpec::github("acme", "stacks-0"), var("BENCH_CACHE")?);
-    settings.github = GitHubConfig { api_url: var("BENCH_GITHUB_URL")?, token: None, include_prereleases: false };
-    settings.poll_interval = Duration::from_secs(var("BENCH_POLL_S")?.parse()?);
+    let client = common::operator_client()?;
+    let mut settings = Settings::new(SourceSpec::github("acme", "stacks-0"), common::bench_var("BENCH_CACHE")?);
+    settings.github =
+        GitHubConfig { api_url: common::bench_var("BENCH_GITHUB_URL")?, token: None, include_prereleases: false };
+    settings.poll_interval = Duration::from_secs(common::bench_var("BENCH_POLL_S")?.parse()?);
     settings.resync_interval = Duration::from_secs(3600);
     settings.concurrency = 16;
     settings.providers.set_external(std::sync::Arc::new(clusterstack::provider::ExternalOperator::new()));

@@ -15,7 +15,7 @@ mod common;
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clusterstack::controller::run::{RunOptions, run};
 use clusterstack::controller::runtime::context::Settings;
@@ -43,10 +43,7 @@ fn size() -> Result<Size, String> {
         latency: Duration::from_millis(2),
         settle: Duration::from_millis(200),
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
-        let [flag, value] = pair else { return Err(format!("{pair:?}: a flag needs a value")) };
-        let n: u64 = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
+    for (flag, n) in common::number_flags()? {
         match flag.as_str() {
             "--clusters" => s.clusters = n as usize,
             "--waves" => s.waves = (n as usize).max(1),
@@ -59,15 +56,9 @@ fn size() -> Result<Size, String> {
     Ok(s)
 }
 
-async fn wait(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while !check() {
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Some(start.elapsed())
+/// Waits until `check` holds (looking every 20 ms); how long it took, or `None` past `limit`.
+async fn wait(limit: Duration, check: impl FnMut() -> bool) -> Option<Duration> {
+    common::wait_until(limit, Duration::from_millis(20), check).await
 }
 
 #[tokio::main]
@@ -217,11 +208,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The operator alone, against the URL the parent passes.
 async fn operator() -> Result<(), Box<dyn std::error::Error>> {
-    let var = |k: &str| std::env::var(k).map_err(|_| format!("{k} is not set"));
-    let config = kube::Config::new(var("BENCH_API_URL")?.parse()?);
-    let client = kube::Client::try_from(config)?;
+    let client = common::operator_client()?;
     let releases = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases");
-    let mut settings = Settings::new(SourceSpec::dir(releases), var("BENCH_CACHE")?);
+    let mut settings = Settings::new(SourceSpec::dir(releases), common::bench_var("BENCH_CACHE")?);
     settings.resync_interval = Duration::from_secs(3600);
     settings.concurrency = 16;
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;

@@ -12,6 +12,10 @@ use clusterstack::package::build::{BuildOptions, build_release_with, collect_fil
 use clusterstack::package::deps::DependencyOptions;
 use sha2::{Digest, Sha256};
 
+#[path = "support/registry.rs"]
+mod registry;
+use registry::Registry;
+
 /// A Helm repository on 127.0.0.1: serves the files it is given and records the paths asked.
 struct Repo {
     port: u16,
@@ -371,61 +375,6 @@ fn scs2_resolves_its_four_dependencies_from_a_loopback_repository() {
     );
 }
 
-/// The registry binary (`$CLUSTERSTACK_REGISTRY_BIN` or `docker-registry` on `PATH`), started on
-/// a free loopback port; `None` (a loud skip, a failure under `CI=true`) when missing.
-struct Registry {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_registry(test: &str) -> Option<Registry> {
-    let bin = std::env::var_os("CLUSTERSTACK_REGISTRY_BIN").map(PathBuf::from).or_else(|| {
-        std::env::var_os("PATH")
-            .and_then(|p| std::env::split_paths(&p).map(|d| d.join("docker-registry")).find(|p| p.is_file()))
-    });
-    let Some(bin) = bin else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: docker-registry not found (CI=true): set CLUSTERSTACK_REGISTRY_BIN");
-        }
-        eprintln!("\n*** SKIPPED {test}: docker-registry not found (set CLUSTERSTACK_REGISTRY_BIN) ***\n");
-        return None;
-    };
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
-    let child = std::process::Command::new(&bin)
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let registry = Registry { child, port, _dir: dir };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(registry);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the registry did not start on port {port}");
-}
-
 /// Pushes `chart` as `helm push` does: a config blob, the chart layer, an OCI manifest.
 async fn push_chart(base: &str, repository: &str, tag: &str, chart: &[u8]) {
     let http = reqwest::Client::new();
@@ -461,15 +410,15 @@ async fn push_chart(base: &str, repository: &str, tag: &str, chart: &[u8]) {
 
 #[tokio::test]
 async fn oci_dependencies_come_from_the_registry_exact_or_by_range() {
-    let Some(registry) = start_registry("oci_dependencies_come_from_the_registry_exact_or_by_range") else { return };
+    let Some(registry) = Registry::start("oci_dependencies_come_from_the_registry_exact_or_by_range") else { return };
     clusterstack::install_crypto_provider();
-    let base = format!("http://127.0.0.1:{}", registry.port);
+    let base = format!("http://127.0.0.1:{}", registry.port());
     for v in ["0.9.0", "1.1.0", "1.4.0", "2.0.0"] {
         push_chart(&base, "charts/lib", v, &chart("lib", v)).await;
     }
     push_chart(&base, "charts/other", "3.0.0", &chart("other", "3.0.0")).await;
     let src = tempfile::tempdir().unwrap();
-    let repo = format!("oci://127.0.0.1:{}/charts", registry.port);
+    let repo = format!("oci://127.0.0.1:{}/charts", registry.port());
     stack(
         src.path(),
         &format!(

@@ -18,7 +18,7 @@
 //! Where the corpus is: `$CLUSTERSTACK_HELM_CORPUS`, else `../shared/helm-corpus` beside the
 //! workspace. Under `CI=true` a missing corpus or helm fails; locally the test is skipped loudly.
 
-#[path = "support/helm.rs"]
+#[path = "../crates/helm/tests/support/helm.rs"]
 mod helm;
 
 use std::collections::BTreeMap;

@@ -7,14 +7,17 @@
 //! Without helm the helm half prints a SKIPPED line (and fails when `CI=true`); our renderer's
 //! half always runs.
 
-#[path = "support/helm.rs"]
+#[path = "../crates/helm/tests/support/helm.rs"]
 mod helm;
+#[path = "support/registry.rs"]
+mod registry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use helm_render::{HelmOptions, load_chart, render_chart};
+use registry::Registry;
 use serde_json::{Value as Json, json};
 
 fn chart_dir() -> PathBuf {
@@ -152,58 +155,6 @@ fn the_settings_reach_the_objects() {
     assert_eq!(default_image.as_str().unwrap().rsplit(':').next(), chart["appVersion"].as_str());
 }
 
-/// A throwaway `docker-registry` on 127.0.0.1 (as tests/source_oci.rs starts it), killed on drop.
-struct Registry {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Registry {
-    fn start(test: &str) -> Option<Registry> {
-        let Some(bin) = std::env::var_os("CLUSTERSTACK_REGISTRY_BIN").map(PathBuf::from).filter(|p| p.is_file()) else {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: docker-registry not found (CI=true): set CLUSTERSTACK_REGISTRY_BIN");
-            }
-            eprintln!("\n*** SKIPPED {test}: docker-registry not found (set CLUSTERSTACK_REGISTRY_BIN) ***\n");
-            return None;
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).unwrap().port();
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                dir.path().join("storage").display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new(&bin)
-            .arg("serve")
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let registry = Registry { child, port, _dir: dir };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(registry);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("the registry did not start on port {port}");
-    }
-}
-
 /// The chart's files (hidden ones left out, as `publish --chart` packs them).
 fn chart_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     clusterstack::package::build::collect_files(dir)
@@ -218,7 +169,7 @@ fn publish_chart_is_pulled_by_the_real_helm_and_renders_as_install_export() {
     let test = "publish_chart_is_pulled_by_the_real_helm_and_renders_as_install_export";
     let Some(helm_bin) = helm::require_helm(test) else { return };
     let Some(registry) = Registry::start(test) else { return };
-    let target = format!("oci://127.0.0.1:{}/charts", registry.port);
+    let target = format!("oci://127.0.0.1:{}/charts", registry.port());
     let publish = || {
         let out = Command::new(env!("CARGO_BIN_EXE_clusterstack"))
             .args(["publish", "--chart"])

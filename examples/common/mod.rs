@@ -1,7 +1,7 @@
 //! Helpers shared by the benchmarks (`#[path = "common/mod.rs"] mod common;`):
-//! peak-memory readings, incompressible data, a synthetic cluster-class
-//! tarball and a loopback server shaped like GitHub's release API that
-//! streams assets from files.
+//! peak-memory readings, the operator child process (started, and its side of the set-up), the
+//! command line's flags, waiting for a condition, incompressible data, a synthetic cluster-class
+//! tarball and a loopback server shaped like GitHub's release API that streams assets from files.
 
 #![allow(dead_code)] // each benchmark uses a different subset
 
@@ -53,6 +53,45 @@ pub fn operator_command() -> std::io::Result<std::process::Command> {
     let (arena_var, arena_max) = clusterstack::cli::MALLOC_ARENA_MAX;
     command.arg("--operator").env(arena_var, arena_max);
     Ok(command)
+}
+
+/// A variable the parent passes to the operator child (`BENCH_API_URL`, `BENCH_CACHE`...).
+pub fn bench_var(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set"))
+}
+
+/// The operator child's client: the API server double at `BENCH_API_URL`.
+pub fn operator_client() -> Result<kube::Client, Box<dyn std::error::Error>> {
+    let config = kube::Config::new(bench_var("BENCH_API_URL")?.parse()?);
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// The command line as `--flag N` pairs (every benchmark flag takes a whole number).
+pub fn number_flags() -> Result<Vec<(String, u64)>, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    args.chunks(2)
+        .map(|pair| {
+            let [flag, value] = pair else { return Err(format!("{pair:?}: a flag needs a value")) };
+            let n: u64 = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
+            Ok((flag.clone(), n))
+        })
+        .collect()
+}
+
+/// Waits until `check` holds, looking every `every`: how long it took, or `None` past `limit`.
+pub async fn wait_until(
+    limit: std::time::Duration,
+    every: std::time::Duration,
+    mut check: impl FnMut() -> bool,
+) -> Option<std::time::Duration> {
+    let start = std::time::Instant::now();
+    while !check() {
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+    }
+    Some(start.elapsed())
 }
 
 /// Resets the peak-RSS high-water mark, so that a later reading covers only

@@ -7,11 +7,13 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
+
+use crate::util::lock;
 
 struct Running<T> {
     result: watch::Receiver<Option<T>>,
@@ -45,10 +47,6 @@ where
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<K, Running<T>>> {
-        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The result of the task under `key`, when it has one: starts the task with `start` if none
     /// runs, then waits at most `budget` for it. A finished task's result is handed out once and
     /// the task forgotten, so the next call starts fresh work (a re-check). `None`: still running.
@@ -57,7 +55,7 @@ where
         F: Future<Output = T> + Send + 'static,
     {
         let mut rx = {
-            let mut tasks = self.lock();
+            let mut tasks = lock(&self.tasks);
             match tasks.get(&key) {
                 Some(running) => running.result.clone(),
                 None => {
@@ -76,25 +74,25 @@ where
             Ok(Ok(value)) => value.clone(),
             // The task panicked or was aborted (the sender is gone): forget it, start again next time.
             Ok(Err(_)) => {
-                self.lock().remove(&key);
+                lock(&self.tasks).remove(&key);
                 return None;
             }
             Err(_) => return None,
         };
-        self.lock().remove(&key);
+        lock(&self.tasks).remove(&key);
         done
     }
 
     /// Aborts and forgets the task under `key`, if any (the release went away).
     pub fn forget(&self, key: &K) {
-        if let Some(running) = self.lock().remove(key) {
+        if let Some(running) = lock(&self.tasks).remove(key) {
             running.abort.abort();
         }
     }
 
     /// How many tasks are tracked (running, or finished and not yet collected).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        lock(&self.tasks).len()
     }
 
     /// Whether no task is tracked.

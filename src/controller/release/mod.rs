@@ -435,8 +435,9 @@ async fn fetch(
         Some(DownloadState::Done) | None => {}
     }
     let name = source.name();
-    let polled = ctx.sources.pollers.latest(&source.cache_key()).and_then(|l| l.result.ok());
-    let listed = match polled.or_else(|| ctx.sources.last_listing(&name)) {
+    // The latest listing, a poller's or one made on demand; listed again when it lacks the tag.
+    let latest = ctx.sources.pollers.latest(&source.cache_key()).and_then(|l| l.result.ok());
+    let listed = match latest {
         Some(l) if l.iter().any(|r| r.tag == tag) => l,
         _ => match ctx.sources.list(source, Duration::ZERO).await.result {
             Ok(l) => l,

@@ -10,6 +10,11 @@
 //!
 //! A source with several `tokenSecretRef`s shares one poller (the first subscriber's source is
 //! used): the listing is the same whoever asks.
+//!
+//! The latest listing of every source, by cache key, is kept here and only here: the pollers write
+//! it, and so does a listing asked for on demand ([`Pollers::list`], the release and addon
+//! controllers needing a release no poller has seen yet); both read it, so a listing one of them
+//! made serves the other, and news found on demand triggers the poller's subscribers too.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -61,7 +66,6 @@ struct Poller {
     subscribers: HashMap<String, Duration>,
     /// Subscribers waiting for a poll they forced.
     forced: HashSet<String>,
-    latest: Option<Listing>,
     wake: Arc<Notify>,
 }
 
@@ -74,30 +78,56 @@ impl Poller {
 /// Called with the subscribers to trigger after a poll.
 pub type Notifier = Arc<dyn Fn(Vec<String>) + Send + Sync>;
 
-/// The pollers of a process, by source cache key.
+/// The pollers and the listings, under one lock (a listing is recorded and its subscribers read
+/// in one step).
+#[derive(Default)]
+struct State {
+    pollers: HashMap<String, Poller>,
+    /// The latest listing of each source, by cache key, whoever made it.
+    listings: HashMap<String, Listing>,
+}
+
+impl State {
+    /// Records `listing` as the latest of `key`; returns the subscribers to trigger: every one
+    /// when the releases changed, else (`take_forced`) those who forced this poll.
+    fn record(&mut self, key: &str, listing: Listing, take_forced: bool) -> Vec<String> {
+        let changed = self.listings.get(key).is_none_or(|l| !l.same_releases(&listing));
+        self.listings.insert(key.to_string(), listing);
+        let Some(p) = self.pollers.get_mut(key) else { return Vec::new() };
+        let forced: Vec<String> = if take_forced { p.forced.drain().collect() } else { Vec::new() };
+        if changed { p.subscribers.keys().cloned().collect() } else { forced }
+    }
+}
+
+/// The pollers of a process, by source cache key, and the latest listing of each source.
 pub struct Pollers<S> {
-    pollers: Arc<Mutex<HashMap<String, Poller>>>,
+    state: Arc<Mutex<State>>,
     notify: Notifier,
     _source: std::marker::PhantomData<fn() -> S>,
 }
 
 impl<S> std::fmt::Debug for Pollers<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pollers").field("sources", &lock(&self.pollers).len()).finish()
+        let state = lock(&self.state);
+        f.debug_struct("Pollers")
+            .field("sources", &state.pollers.len())
+            .field("listings", &state.listings.len())
+            .finish()
     }
 }
 
 impl<S: ReleaseSource + Clone + 'static> Pollers<S> {
     /// No pollers yet; `notify` is told which subscribers to trigger after a poll.
     pub fn new(notify: Notifier) -> Self {
-        Self { pollers: Arc::default(), notify, _source: std::marker::PhantomData }
+        Self { state: Arc::default(), notify, _source: std::marker::PhantomData }
     }
 
     /// Subscribes `subscriber` to the poller of `key` (started on the first subscription) at
-    /// `interval`; returns the poller's latest listing, `None` until its first poll ended (the
-    /// subscriber is notified then).
+    /// `interval`; returns the source's latest listing, `None` until there is one (the subscriber
+    /// is notified then).
     pub fn subscribe(&self, key: &str, source: &S, interval: Duration, subscriber: &str) -> Option<Listing> {
-        let mut pollers = lock(&self.pollers);
+        let mut state = lock(&self.state);
+        let State { pollers, listings } = &mut *state;
         // A stack that moved to another source leaves its old poller.
         for (k, p) in pollers.iter_mut() {
             if k != key {
@@ -110,7 +140,7 @@ impl<S: ReleaseSource + Clone + 'static> Pollers<S> {
                 // A shorter interval takes effect now, not after the current sleep.
                 p.wake.notify_one();
             }
-            return p.latest.clone();
+            return listings.get(key).cloned();
         }
         let wake = Arc::new(Notify::new());
         pollers.insert(
@@ -118,18 +148,20 @@ impl<S: ReleaseSource + Clone + 'static> Pollers<S> {
             Poller {
                 subscribers: HashMap::from([(subscriber.to_string(), interval)]),
                 forced: HashSet::new(),
-                latest: None,
                 wake: wake.clone(),
             },
         );
-        drop(pollers);
-        tokio::spawn(run_poller(self.pollers.clone(), key.to_string(), source.clone(), wake, self.notify.clone()));
-        None
+        // A listing made on demand before this poller existed is the subscriber's until the first
+        // poll: if that poll finds nothing new, nobody is triggered.
+        let latest = listings.get(key).cloned();
+        drop(state);
+        tokio::spawn(run_poller(self.state.clone(), key.to_string(), source.clone(), wake, self.notify.clone()));
+        latest
     }
 
     /// Asks the poller of `key` to poll now; `subscriber` is notified when it has.
     pub fn poll_now(&self, key: &str, subscriber: &str) {
-        if let Some(p) = lock(&self.pollers).get_mut(key) {
+        if let Some(p) = lock(&self.state).pollers.get_mut(key) {
             p.forced.insert(subscriber.to_string());
             p.wake.notify_one();
         }
@@ -137,21 +169,43 @@ impl<S: ReleaseSource + Clone + 'static> Pollers<S> {
 
     /// Removes `subscriber` from every poller; a poller without subscribers stops.
     pub fn unsubscribe(&self, subscriber: &str) {
-        for p in lock(&self.pollers).values_mut() {
+        for p in lock(&self.state).pollers.values_mut() {
             if p.subscribers.remove(subscriber).is_some() {
                 p.wake.notify_one();
             }
         }
     }
 
-    /// The latest listing of `key`, if polled.
+    /// The latest listing of `key`, by a poller or on demand, if any.
     pub fn latest(&self, key: &str) -> Option<Listing> {
-        lock(&self.pollers).get(key).and_then(|p| p.latest.clone())
+        lock(&self.state).listings.get(key).cloned()
+    }
+
+    /// Lists `source` (of cache key `key`) on demand, unless its latest successful listing is
+    /// younger than `fresh`: many users of one source send one request, not one each. A successful
+    /// listing becomes the latest (and triggers the poller's subscribers when the releases
+    /// changed); a failed one is only returned, so it never hides the last good listing.
+    pub async fn list(&self, key: &str, source: &S, fresh: Duration) -> Listing {
+        let now = Timestamp::now();
+        if let Some(l) = lock(&self.state).listings.get(key)
+            && l.result.is_ok()
+            && now.duration_since(l.at).unsigned_abs() < fresh
+        {
+            return l.clone();
+        }
+        let listing = list(source).await;
+        if listing.result.is_ok() {
+            let to_notify = lock(&self.state).record(key, listing.clone(), false);
+            if !to_notify.is_empty() {
+                (self.notify)(to_notify);
+            }
+        }
+        listing
     }
 
     /// How many pollers run.
     pub fn len(&self) -> usize {
-        lock(&self.pollers).len()
+        lock(&self.state).pollers.len()
     }
 
     /// Whether no poller runs.
@@ -170,7 +224,7 @@ async fn list<S: ReleaseSource>(source: &S) -> Listing {
 }
 
 async fn run_poller<S: ReleaseSource>(
-    pollers: Arc<Mutex<HashMap<String, Poller>>>,
+    state: Arc<Mutex<State>>,
     key: String,
     source: S,
     wake: Arc<Notify>,
@@ -181,10 +235,10 @@ async fn run_poller<S: ReleaseSource>(
         // Wait until the interval has passed since the last poll, or a forced poll.
         loop {
             let (interval, forced) = {
-                let mut map = lock(&pollers);
-                let Some(p) = map.get(&key) else { return };
+                let mut state = lock(&state);
+                let Some(p) = state.pollers.get(&key) else { return };
                 let Some(interval) = p.interval() else {
-                    map.remove(&key);
+                    state.pollers.remove(&key);
                     tracing::debug!(source = %key, "no subscriber left: poller stopped");
                     return;
                 };
@@ -206,12 +260,11 @@ async fn run_poller<S: ReleaseSource>(
             _ => None,
         };
         let to_notify = {
-            let mut map = lock(&pollers);
-            let Some(p) = map.get_mut(&key) else { return };
-            let changed = p.latest.as_ref().is_none_or(|l| !l.same_releases(&listing));
-            p.latest = Some(listing);
-            let forced: Vec<String> = p.forced.drain().collect();
-            if changed { p.subscribers.keys().cloned().collect() } else { forced }
+            let mut state = lock(&state);
+            if !state.pollers.contains_key(&key) {
+                return;
+            }
+            state.record(&key, listing, true)
         };
         if !to_notify.is_empty() {
             notify(to_notify);
@@ -238,6 +291,7 @@ mod tests {
     struct Counting {
         calls: Arc<AtomicUsize>,
         tags: Arc<Mutex<Vec<String>>>,
+        fail: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl ReleaseSource for Counting {
@@ -246,6 +300,9 @@ mod tests {
         }
         async fn list(&self) -> Result<SourceListing, SourceError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(SourceError::Other("down".into()));
+            }
             let releases = lock(&self.tags)
                 .iter()
                 .map(|t| ListedRelease {
@@ -297,5 +354,65 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(pollers.is_empty());
+    }
+
+    fn tags(listing: &Listing) -> Vec<String> {
+        listing.result.as_ref().map(|l| l.iter().map(|r| r.tag.clone()).collect()).unwrap_or_default()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_polled_listing_serves_an_on_demand_list() {
+        let pollers: Pollers<Counting> = Pollers::new(Arc::new(|_| {}));
+        let source = Counting::default();
+        lock(&source.tags).push("docker-ferrol-1-27-v1".into());
+        assert!(pollers.subscribe("repo", &source, Duration::from_secs(300), "ns/stack").is_none());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        // The release controller asks within its freshness: the poller's listing, no request.
+        let listed = pollers.list("repo", &source, Duration::from_secs(60)).await;
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(tags(&listed), ["docker-ferrol-1-27-v1"]);
+        // Asked for a listing fresher than any (`Duration::ZERO`): one request.
+        let _ = pollers.list("repo", &source, Duration::ZERO).await;
+        assert_eq!(source.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_on_demand_listing_serves_the_pollers_users_and_its_news_triggers_them() {
+        let notified = Arc::new(Mutex::new(Vec::<String>::new()));
+        let n = notified.clone();
+        let pollers: Pollers<Counting> = Pollers::new(Arc::new(move |keys| lock(&n).extend(keys)));
+        let source = Counting::default();
+        lock(&source.tags).push("docker-ferrol-1-27-v1".into());
+        let listed = pollers.list("repo", &source, Duration::ZERO).await;
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        // One cache: what was listed on demand is the source's latest, for a new subscriber too.
+        assert_eq!(pollers.latest("repo").as_ref().map(tags), Some(tags(&listed)));
+        let first = pollers.subscribe("repo", &source, Duration::from_secs(300), "ns/stack");
+        assert_eq!(first.as_ref().map(tags), Some(tags(&listed)));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(source.calls.load(Ordering::SeqCst), 2, "the poller's own first poll");
+        assert!(lock(&notified).is_empty(), "nothing new since the on-demand listing");
+        // A release found on demand between two polls triggers the subscriber now...
+        lock(&source.tags).push("docker-ferrol-1-27-v2".into());
+        let _ = pollers.list("repo", &source, Duration::ZERO).await;
+        assert_eq!(*lock(&notified), ["ns/stack"]);
+        assert_eq!(pollers.latest("repo").as_ref().map(tags).map(|t| t.len()), Some(2));
+        // ...and only once: the next poll finds nothing new.
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        assert_eq!(source.calls.load(Ordering::SeqCst), 4);
+        assert_eq!(lock(&notified).len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_on_demand_listing_keeps_the_last_good_one() {
+        let pollers: Pollers<Counting> = Pollers::new(Arc::new(|_| {}));
+        let source = Counting::default();
+        lock(&source.tags).push("docker-ferrol-1-27-v1".into());
+        let _ = pollers.list("repo", &source, Duration::ZERO).await;
+        source.fail.store(true, Ordering::SeqCst);
+        let failed = pollers.list("repo", &source, Duration::ZERO).await;
+        assert!(failed.result.is_err());
+        assert_eq!(pollers.latest("repo").as_ref().map(tags), Some(vec!["docker-ferrol-1-27-v1".to_string()]));
     }
 }

@@ -1,6 +1,6 @@
 //! The release sources as the controllers see them: opening a source (with the token or the
-//! registry credentials of a Secret it names), the verified release cache, the last listing of
-//! each source, and the pollers. Shared by the ClusterStack controller (it subscribes to the
+//! registry credentials of a Secret it names), the verified release cache, and the pollers, which
+//! keep the one latest listing of each source (listing on demand goes through them too). Shared by the ClusterStack controller (it subscribes to the
 //! pollers), the ClusterStackRelease controller (it downloads) and the ClusterAddon controller
 //! (it reads releases from the cache). Memory only: every piece is an optimisation or rebuilt.
 
@@ -8,25 +8,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 
 use crate::source::github::{GitHubClient, GitHubConfig, Token};
-use crate::source::{AnySource, ListedRelease, ReleaseCache, ReleaseSource, SourceError, SourceSpec};
+use crate::source::{AnySource, ReleaseCache, ReleaseSource, SourceError, SourceSpec};
 use crate::util::lock;
 
 use super::metrics::Metrics;
-use super::poller::{Notifier, Pollers, SyncOutcome};
-
-/// The last listing of one source, shared by every stack that follows it.
-#[derive(Debug, Clone)]
-pub struct SourceListing {
-    /// When it was listed.
-    pub at: Timestamp,
-    /// The releases, or the failure.
-    pub result: Result<Arc<Vec<ListedRelease>>, SyncOutcome>,
-}
+use super::poller::{Listing, Notifier, Pollers};
 
 /// A `tokenSecretRef`: (namespace, Secret, key).
 type TokenKey = (String, String, String);
@@ -39,9 +29,8 @@ pub struct Sources {
     metrics: Arc<Metrics>,
     /// The verified release cache.
     pub cache: ReleaseCache,
-    /// One poller per repository.
+    /// One poller per repository, and the latest listing of every source.
     pub pollers: Pollers<AnySource>,
-    listings: Mutex<HashMap<String, SourceListing>>,
     /// GitHub clients of `tokenSecretRef` tokens, by token.
     token_clients: Mutex<HashMap<String, GitHubClient>>,
     /// `tokenSecretRef` tokens read, by (namespace, Secret, key); dropped when GitHub refuses one
@@ -72,7 +61,6 @@ impl Sources {
             pollers: Pollers::new(notify),
             client,
             metrics,
-            listings: Mutex::default(),
             token_clients: Mutex::default(),
             tokens: Mutex::default(),
         })
@@ -177,31 +165,12 @@ impl Sources {
         crate::source::open_with(spec, &self.github, &options)
     }
 
-    /// Lists `source`, reusing a listing of the same source younger than `fresh` so that many
-    /// stacks following one repository send one request per poll, not one each.
-    pub async fn list(&self, source: &AnySource, fresh: Duration) -> SourceListing {
-        let name = source.name();
-        let now = Timestamp::now();
-        if let Some(l) = lock(&self.listings).get(&name)
-            && l.result.is_ok()
-            && now.duration_since(l.at).unsigned_abs() < fresh
-        {
-            return l.clone();
-        }
-        let result = match source.list().await {
-            Ok(listing) => Ok(Arc::new(listing.releases)),
-            Err(SourceError::RateLimited { until, .. }) => Err(SyncOutcome::RateLimited { until }),
-            Err(e) => Err(SyncOutcome::Unavailable { message: e.to_string(), retry_at: None }),
-        };
+    /// Lists `source` on demand through the pollers' listings ([`Pollers::list`]): a listing of
+    /// the same source younger than `fresh`, by a poller or on demand, is reused.
+    pub async fn list(&self, source: &AnySource, fresh: Duration) -> Listing {
+        let listing = self.pollers.list(&source.cache_key(), source, fresh).await;
         self.record_github_stats();
-        let listing = SourceListing { at: Timestamp::now(), result };
-        lock(&self.listings).insert(name, listing.clone());
         listing
-    }
-
-    /// The last successful listing of a source, if any (used by the release controller).
-    pub fn last_listing(&self, source_name: &str) -> Option<Arc<Vec<ListedRelease>>> {
-        lock(&self.listings).get(source_name).and_then(|l| l.result.as_ref().ok().cloned())
     }
 
     /// Copies the GitHub client's counters into the metrics.

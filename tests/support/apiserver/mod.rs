@@ -43,13 +43,14 @@ mod store;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use clusterstack::util::lock;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -135,11 +136,6 @@ struct Shared {
     in_flight: Mutex<(usize, usize)>,
     /// Bumped by `expire_watches`: every open watch ends.
     expire: tokio::sync::watch::Sender<u64>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking test thread must not hide the state from the others.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The running test API server. Stops when dropped.

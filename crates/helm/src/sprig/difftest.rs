@@ -1,7 +1,7 @@
 //! Differential tests against the real `helm` (v4): each case is a template
 //! expression rendered by helm and by this engine with the same values; the
 //! outputs must be equal. The helm binary is found as every differential test
-//! finds it (`tests/support/helm.rs`: `CLUSTERSTACK_HELM`, `.ci/install-helm`'s
+//! finds it (this crate's `tests/support/helm.rs`: `CLUSTERSTACK_HELM`, `.ci/install-helm`'s
 //! `target/tools`, a helm v4 on PATH); without one the test says it was
 //! skipped, and with `CI=true` a missing helm fails it.
 
@@ -12,7 +12,7 @@ use base64::Engine as _;
 use crate::{goyaml, helm_func_map};
 use gotmpl::{ExecOptions, Templates, Value, execute_with};
 
-#[path = "../../../../tests/support/helm.rs"]
+#[path = "../../tests/support/helm.rs"]
 mod helm_support;
 
 const VALUES: &str = r#"

@@ -1,6 +1,8 @@
-//! The real `helm` (v4) as an oracle for the differential tests (`tests/helm_*.rs`) and the
-//! Helm benchmark: finding it, running `helm template`, splitting and parsing its output into
-//! objects, normalising what Helm makes random, and printing readable differences.
+//! The real `helm` (v4) as an oracle for the differential tests (this crate's `tests/helm_*.rs`
+//! and `sprig::difftest`, the operator's `tests/helm_corpus.rs` and `tests/operator_chart.rs`)
+//! and the Helm benchmark, each including this file by path: finding it (the one finder),
+//! running `helm template`, splitting and parsing its output into objects, normalising what Helm
+//! makes random, and printing readable differences.
 //!
 //! `.ci/install-helm` installs the pinned helm into `target/tools/helm-<version>/helm`; `.ci/run`
 //! exports its path as `CLUSTERSTACK_HELM`. Without helm, a local run prints a loud SKIPPED line;

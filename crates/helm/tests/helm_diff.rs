@@ -8,7 +8,7 @@
 //! message names the file and line helm names.
 //!
 //! Without helm the tests print a SKIPPED line (and fail when `CI=true`); see
-//! `tests/support/helm.rs`.
+//! `tests/support/helm.rs` (this crate's).
 
 #[path = "support/helm.rs"]
 mod helm;
