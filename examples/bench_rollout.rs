@@ -196,7 +196,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             // The wave's span counts from the previous wave's end (the gap is the operator's too).
             let from = previous_end.unwrap_or(*s);
             let span = e.duration_since(from);
-            println!("    w{w}: {:>8.0?} added", span.saturating_sub(own));
+            println!("    w{w}: {:>6} ms added", span.saturating_sub(own).as_millis());
             previous_end = Some(*e);
         }
     }

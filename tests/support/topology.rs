@@ -43,6 +43,8 @@ struct Tracked {
     first_class: String,
     class: String,
     version: String,
+    fails: bool,
+    generation: i64,
     settle_at: Option<Instant>,
 }
 
@@ -72,40 +74,74 @@ impl Topology {
             "clusters",
         );
         let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        // A watch, not a poll: every version of every Cluster is seen in order, so a Cluster moved
+        // right after its creation still shows its first class (a poll could miss it).
+        let events = kube::runtime::watcher(all, kube::runtime::watcher::Config::default());
         let task = tokio::spawn(async move {
+            use futures::StreamExt;
             let mut tracked: BTreeMap<(String, String), Tracked> = BTreeMap::new();
+            let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(events));
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
             loop {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                let Ok(list) = all.list(&Default::default()).await else { continue };
+                let seen = tokio::select! {
+                    obj = events.next() => match obj {
+                        Some(Ok(obj)) => Some(obj),
+                        Some(Err(_)) => continue,
+                        None => return,
+                    },
+                    _ = tick.tick() => None,
+                };
                 let now = Instant::now();
-                for obj in list.items {
+                if let Some(obj) = seen {
                     let Ok(c) = serde_json::to_value(&obj) else { continue };
                     let ns = c["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
                     let name = c["metadata"]["name"].as_str().unwrap_or_default().to_string();
                     let generation = c["metadata"]["generation"].as_i64().unwrap_or(1);
-                    let fails = c["metadata"]["labels"][FAIL_LABEL] == "true";
                     let (class, version) = topology_of(&c);
-                    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
                     let t = tracked.entry((ns.clone(), name.clone())).or_insert_with(|| Tracked {
                         first_class: class.clone(),
                         class: class.clone(),
                         version: version.clone(),
+                        fails: false,
+                        generation,
                         settle_at: None,
                     });
+                    t.fails = c["metadata"]["labels"][FAIL_LABEL] == "true";
+                    t.generation = generation;
                     if t.class != class || t.version != version {
                         t.class = class.clone();
                         t.version = version.clone();
                         t.settle_at = Some(now + delay);
                         out.lock().unwrap().push((now, Seen::Moved(name.clone(), class.clone(), version.clone())));
+                        // In the background: the next event need not wait for this round trip.
+                        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
                         let status = json!({"status": {"observedGeneration": generation, "conditions": conditions(false, true, "")}});
-                        let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
-                    } else if t.settle_at.is_some_and(|at| at <= now) {
-                        t.settle_at = None;
-                        let ready = !(fails && t.class != t.first_class);
+                        tokio::spawn(async move {
+                            let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
+                        });
+                    }
+                    continue;
+                }
+                // Every Cluster due settles at once, as many topology workers would.
+                let due: Vec<_> = tracked
+                    .iter()
+                    .filter(|(_, t)| t.settle_at.is_some_and(|at| at <= now))
+                    .map(|((ns, name), t)| {
+                        (ns.clone(), name.clone(), !(t.fails && t.class != t.first_class), t.generation)
+                    })
+                    .collect();
+                let settles = due.into_iter().map(|(ns, name, ready, generation)| {
+                    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+                    async move {
                         let status = json!({"status": {"observedGeneration": generation, "conditions": conditions(true, ready, "ControlPlaneUnhealthy")}});
-                        if api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.is_ok() {
-                            out.lock().unwrap().push((now, Seen::Settled(name.clone(), ready)));
-                        }
+                        let done = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.is_ok();
+                        (ns, name, ready, done)
+                    }
+                });
+                for (ns, name, ready, done) in futures::future::join_all(settles).await {
+                    if let (true, Some(t)) = (done, tracked.get_mut(&(ns, name.clone()))) {
+                        t.settle_at = None;
+                        out.lock().unwrap().push((now, Seen::Settled(name, ready)));
                     }
                 }
             }

@@ -122,3 +122,12 @@ fn sharp_v_is_go_syntax() {
     assert_eq!(sprintf("%#v", &[Value::list(vec![s("x"), Value::Nil])]), "[]interface {}{\"x\", interface {}(nil)}");
     assert_eq!(sprintf("%#v", &[s("q")]), "\"q\"");
 }
+
+/// Widths and precisions from operands, as helm v4.2.3 prints them
+/// (`printf "%.*d|%*d|%.*d|%*d" -1 5 2.0 3 "x" 4 1000001 5`).
+#[test]
+fn star_width_and_precision_refuse_as_go() {
+    let args = vec![i(-1), i(5), f(2.0), i(3), s("x"), i(4), i(1_000_001), i(5)];
+    assert_eq!(sprintf("%.*d|%*d|%.*d|%*d", &args), "%!(BADPREC)5|%!(BADWIDTH)3|%!(BADPREC)4|%!(BADWIDTH)5");
+    assert_eq!(sprintf("%-*d|%.*d", &[i(-3), i(1), i(2), i(7)]), "1  |07");
+}

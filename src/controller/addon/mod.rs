@@ -338,11 +338,29 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
         ),
     );
     let stream = kube::runtime::WatchStreamExt::applied_objects(stream);
+    // A pass only for a change the pass reads: a Cluster's status changes several times per
+    // upgrade (TopologyReconciled, Ready...), and each pass reads its ClusterAddon.
+    let stream = kube::runtime::WatchStreamExt::predicate_filter(
+        stream,
+        trigger_hash,
+        kube::runtime::PredicateConfig::default(),
+    );
     kube::runtime::Controller::for_stream_with(stream, reader, version)
         .with_config(config)
         .run(reconcile, error_policy, actx)
         .for_each(|_| async {})
         .await;
+}
+
+/// What of a Cluster a pass depends on: its spec (by generation), metadata (templates see labels
+/// and annotations; deletion) and whether the control plane is initialised.
+fn trigger_hash(c: &CapiCluster) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let m = &c.metadata;
+    (m.generation, m.deletion_timestamp.is_some(), &m.labels, &m.annotations, &m.finalizers).hash(&mut h);
+    c.status.control_plane_initialized.hash(&mut h);
+    Some(h.finish())
 }
 
 impl ClusterAddon {

@@ -94,6 +94,8 @@ async fn run(shared: Arc<Context>) {
     let controller = Controller::new(rollouts, by_shard.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.concurrency));
     let store = controller.store();
+    // The stack controller reads the holds of unfinished rollouts from it.
+    shared.watches.set_rollouts(store.clone());
     let all = move |store: &Store<ClusterStackRollout>| {
         store.state().iter().map(|r| ObjectRef::from_obj(&**r)).collect::<Vec<_>>()
     };

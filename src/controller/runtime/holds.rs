@@ -4,6 +4,7 @@
 
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::Store;
 
 use crate::api::ClusterStackRollout;
 use crate::release::ReleaseId;
@@ -32,6 +33,14 @@ pub async fn holds(client: &kube::Client, namespace: &str) -> Result<Vec<Rollout
         Err(e) => return Err(e),
     };
     Ok(holds_of(rollouts.iter()))
+}
+
+/// The holds as a store of rollouts shows them (no request): good for reporting why a release
+/// is kept, never enough to delete one, since the store may lag a status write that recorded a
+/// `from` (see [`holds`]).
+pub fn holds_in(store: &Store<ClusterStackRollout>, namespace: &str) -> Vec<RolloutHold> {
+    let rollouts = store.state();
+    holds_of(rollouts.iter().map(AsRef::as_ref).filter(|r| r.metadata.namespace.as_deref() == Some(namespace)))
 }
 
 /// The `from` releases of every rollout that is not `Succeeded`.

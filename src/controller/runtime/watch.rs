@@ -28,7 +28,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ClusterStack, ClusterStackRelease};
+use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackRollout};
 use crate::apply::{RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
 
 use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
@@ -90,6 +90,7 @@ pub struct Watches {
     kinds: Mutex<HashSet<GroupVersionKind>>,
     stack_store: OnceLock<Store<ClusterStack>>,
     release_store: OnceLock<Store<ClusterStackRelease>>,
+    rollout_store: OnceLock<Store<ClusterStackRollout>>,
     release_changed: OnceLock<ReleaseChanged>,
     /// Stops the watch tasks.
     pub stop: CancellationToken,
@@ -120,6 +121,7 @@ impl Watches {
             kinds: Mutex::default(),
             stack_store: OnceLock::new(),
             release_store: OnceLock::new(),
+            rollout_store: OnceLock::new(),
             release_changed: OnceLock::new(),
             stop: CancellationToken::new(),
         }
@@ -165,6 +167,16 @@ impl Watches {
     }
 
     /// The ClusterStacks store, once the controller runs.
+    /// Sets the rollout controller's store (it runs only where Cluster API is served).
+    pub fn set_rollouts(&self, rollouts: Store<ClusterStackRollout>) {
+        let _ = self.rollout_store.set(rollouts);
+    }
+
+    /// The ClusterStackRollouts as the rollout controller's store shows them, if it runs.
+    pub fn rollouts(&self) -> Option<&Store<ClusterStackRollout>> {
+        self.rollout_store.get()
+    }
+
     pub fn stacks(&self) -> Option<&Store<ClusterStack>> {
         self.stack_store.get()
     }

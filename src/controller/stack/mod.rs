@@ -23,6 +23,7 @@ use crate::api::{ClusterStack, ClusterStackRelease};
 use crate::apply::FIELD_MANAGER;
 use crate::controller::runtime::backoff::{jittered, poll_interval};
 use crate::controller::runtime::context::key_of;
+use crate::controller::runtime::holds;
 use crate::controller::runtime::poller::SyncOutcome;
 use crate::controller::{RECONCILE_REQUESTED_AT, STACK_LABEL};
 use crate::source::ReleaseSource;
@@ -85,8 +86,14 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
         }
     };
     let usages = ctx.watches.cluster_usages_in(&ns).await?;
-    // The way back of unfinished rollouts stays (a roll back needs its class).
-    let holds = crate::controller::runtime::holds::holds(&ctx.client, &ns).await?;
+    // The way back of unfinished rollouts stays (a roll back needs its class): from the rollout
+    // controller's store (a usage change of every moved Cluster triggers this pass), read afresh
+    // below before anything is deleted.
+    let cached_holds = ctx.watches.rollouts().map(|store| holds::holds_in(store, &ns));
+    let holds = match &cached_holds {
+        Some(h) => h.clone(),
+        None => holds::holds(&ctx.client, &ns).await?,
+    };
     let now = Timestamp::now();
     let time = Time(now);
 
@@ -138,7 +145,14 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
             .map(|r| ExistingRelease { name: r.name_any(), ready: r.status.as_ref().is_some_and(|s| s.ready) })
             .collect();
         let ids: Option<Vec<_>> = listing.as_ref().map(|l| l.iter().map(|r| r.id.clone()).collect());
-        Some(keep::plan_with_holds(stack, ids.as_deref(), &existing, &usages, &holds))
+        let plan = keep::plan_with_holds(stack, ids.as_deref(), &existing, &usages, &holds);
+        if cached_holds.is_some() && plan.source_listed && !plan.delete.is_empty() {
+            // A deletion is decided on the rollouts as the API server has them now.
+            let fresh = holds::holds(&ctx.client, &ns).await?;
+            Some(keep::plan_with_holds(stack, ids.as_deref(), &existing, &usages, &fresh))
+        } else {
+            Some(plan)
+        }
     };
 
     if let Some(plan) = &plan {

@@ -1014,7 +1014,18 @@ impl Store {
             }
             Ok(out)
         } else {
-            self.create(&rt, if rt.namespaced { Some(&ns) } else { None }, obj)
+            // Out-of-band creations keep their status too (a test's Cluster starts Ready), where
+            // a client's create through a status subresource would drop it.
+            let status = obj.get("status").cloned();
+            let out = self.create(&rt, if rt.namespaced { Some(&ns) } else { None }, obj)?;
+            match (status, rt.status) {
+                (Some(s), true) => {
+                    let mut cur = self.objects.get(&key).map(|s| s.obj.clone()).unwrap_or_default();
+                    cur["status"] = s;
+                    self.write_existing(&rt, &key, cur, true, None)
+                }
+                _ => Ok(out),
+            }
         }
     }
 }
