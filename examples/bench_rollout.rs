@@ -109,6 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let topology = Topology::start(&server, size.settle);
     tokio::time::sleep(Duration::from_secs(2)).await;
     server.clear_requests();
+    let cpu_before = common::child_cpu_seconds(child.id());
     let waves: Vec<Value> = (0..size.waves)
         .map(|w| json!({"name": format!("w{w}"), "clusterSelector": {"matchLabels": {"wave": format!("w{w}")}}, "maxConcurrent": size.max}))
         .collect();
@@ -126,6 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("the rollout did not succeed within 1800 s".into());
     };
     let rss = common::child_hwm_mib(child.id());
+    let cpu = common::child_cpu_seconds(child.id()).zip(cpu_before).map(|(after, before)| after - before);
     let _ = child.kill();
 
     // The operator's requests: everything but the stand-in's lists and status patches of Clusters.
@@ -180,6 +182,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("  rollout took:            {took:.2?} ({} moves)", moves);
     println!("  operator peak RSS:       {rss:.1} MiB (goal < 64)");
+    if let Some(cpu) = cpu {
+        println!(
+            "  operator CPU time:       {cpu:.2}s for the rollout ({:.1} ms per moved Cluster)",
+            cpu * 1000.0 / moves.max(1) as f64
+        );
+    }
+    println!(
+        "  load average (1 min):    {}",
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().next().unwrap_or("?")
+    );
     let besides = ours.len() - status_writes;
     println!(
         "  API requests per moved Cluster besides status writes: {:.2} (goal <= 4); status writes per moved Cluster: {:.2}",

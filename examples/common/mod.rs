@@ -190,3 +190,18 @@ async fn asset(State(dir): State<PathBuf>, UrlPath((_, _, id)): UrlPath<(String,
     });
     ([(header::CONTENT_LENGTH, length.to_string())], Body::from_stream(stream)).into_response()
 }
+
+/// CPU time (user + system) child process `pid` has used so far, from `/proc/<pid>/stat`; on a
+/// loaded machine the operator's own cost, where wall time also counts waiting for a core.
+/// `None` when unreadable.
+pub fn child_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks / hz as f64)
+}

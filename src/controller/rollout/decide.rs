@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::conditions::{self, FALSE, TRUE};
+use crate::api::conditions::{FALSE, TRUE};
 use crate::api::{
     ClassVersion, ClusterStackRollout, ClusterStackRolloutStatus, ClusterStackSpec, RETRY_REQUESTED_AT, RollbackPolicy,
     RolloutClusterStatus,
@@ -19,6 +19,7 @@ use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
 use crate::release::KubernetesVersion;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::conclude::{Progress, conclude, set_conditions};
 use super::variables::{Checker, ClassVariable};
 use super::view::{AddonView, ReleaseView, RolloutCluster};
 use super::window::{self, WindowState};
@@ -53,8 +54,6 @@ pub const HALTED: &str = "Halted";
 pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// The name of the one wave of a rollout without `waves`.
 pub const DEFAULT_WAVE: &str = "all";
-/// How often a progressing rollout looks again when no watch event comes.
-const RECHECK: Duration = Duration::from_secs(60);
 
 /// One Cluster and its ClusterAddon.
 #[derive(Debug, Clone, Copy)]
@@ -526,125 +525,20 @@ pub fn decide(
         }
     }
 
-    // Phase, conditions, counters.
-    let healthy = st.clusters.iter().filter(|e| e.state == state::HEALTHY).count();
-    st.healthy = format!("{healthy}/{}", st.clusters.len());
-    let moving = st.clusters.iter().filter(|e| e.state == state::MOVING).count();
+    // Phase, conditions, counters, when to look again.
     let previous_phase = rollout.status.as_ref().map(|s| s.phase.clone()).unwrap_or_default();
-    let mut requeue: Vec<Duration> = vec![];
-    if halted {
-        st.phase = phase::HALTED.into();
-        let failed_names: Vec<String> = st
-            .clusters
-            .iter()
-            .filter(|e| e.failed_at.is_some())
-            .map(|e| format!("{}/{}", e.namespace, e.name))
-            .collect();
-        let message = format!(
-            "{target_tag} halted: {} failed ({}); set annotation {RETRY_REQUESTED_AT} to a new value to retry",
-            failed_names.len(),
-            failed_names.join(", ")
-        );
-        set_conditions(
-            &mut st,
-            &time,
-            generation,
-            (FALSE, "Halted", &message),
-            (FALSE, "Halted"),
-            (TRUE, "FailureLimitExceeded", &message),
-        );
-    } else if st.clusters.is_empty() {
-        st.phase = phase::IDLE.into();
-        set_conditions(
-            &mut st,
-            &time,
-            generation,
-            (TRUE, "NoClusters", "no Cluster follows this rollout"),
-            (FALSE, "NoClusters"),
-            (FALSE, "NotHalted", ""),
-        );
-    } else if paused {
-        st.phase = phase::PAUSED.into();
-        set_conditions(
-            &mut st,
-            &time,
-            generation,
-            (FALSE, "Paused", "spec.paused is true"),
-            (FALSE, "Paused"),
-            (FALSE, "NotHalted", ""),
-        );
-    } else if work.is_none() && soak_wait.is_none() && moving == 0 {
-        st.phase = phase::SUCCEEDED.into();
-        let incompatible = st.clusters.iter().filter(|e| e.state == state::INCOMPATIBLE).count();
-        let message = if incompatible > 0 {
-            format!("{healthy} Clusters on {target_tag}; {incompatible} incompatible, not moved")
-        } else {
-            format!("{healthy} Clusters on {target_tag}")
-        };
-        set_conditions(
-            &mut st,
-            &time,
-            generation,
-            (TRUE, "Succeeded", &message),
-            (FALSE, "Succeeded"),
-            (FALSE, "NotHalted", ""),
-        );
-        if previous_phase != phase::SUCCEEDED {
-            note(&mut out, false, "Succeeded", format!("rollout of {target_tag} succeeded: {message}"));
-        }
-    } else if let (WindowState::ClosedUntil(next), 0) = (&window, moving) {
-        st.phase = phase::WAITING.into();
-        let message = match next {
-            Some(t) => format!("outside the maintenance windows; the next opens at {t}"),
-            None => "no maintenance window opens within a week".to_string(),
-        };
-        if let Some(t) = next {
-            requeue.push(t.duration_since(now).unsigned_abs());
-        }
-        set_conditions(
-            &mut st,
-            &time,
-            generation,
-            (FALSE, "MaintenanceWindowClosed", &message),
-            (FALSE, "MaintenanceWindowClosed"),
-            (FALSE, "NotHalted", ""),
-        );
-    } else {
-        st.phase = phase::PROGRESSING.into();
-        let message = match soak_wait {
-            Some(left) => format!(
-                "wave {} is healthy; soaking for {} more",
-                st.current_wave,
-                humantime::format_duration(Duration::from_secs(left.as_secs()))
-            ),
-            None if superseded => {
-                format!("{} waits for the {moving} moving Cluster(s) of {target_tag}", resolved.id.tag())
-            }
-            None => format!(
-                "wave {}: {moving} moving, {healthy}/{} healthy",
-                waves[work.unwrap_or(marker)].0,
-                st.clusters.len()
-            ),
-        };
-        set_conditions(
-            &mut st,
-            &time,
-            generation,
-            (FALSE, "Progressing", &message),
-            (TRUE, "Progressing"),
-            (FALSE, "NotHalted", ""),
-        );
-    }
-    if let Some(left) = soak_wait {
-        requeue.push(left);
-    }
-    for e in st.clusters.iter().filter(|e| e.state == state::MOVING) {
-        requeue.push(deadline.saturating_sub(rules::since(now, e.moved_at.as_ref())));
-    }
-    if st.phase == phase::PROGRESSING {
-        requeue.push(RECHECK);
-    }
-    out.requeue_after = requeue.into_iter().min().map(|d| d.max(Duration::from_millis(10)));
+    let progress = Progress {
+        halted,
+        paused,
+        work: work.map(|w| waves[w].0),
+        soak_wait,
+        superseded_by: superseded.then(|| resolved.id.tag()),
+        window: &window,
+        deadline,
+        previous_phase: &previous_phase,
+        target_tag: &target_tag,
+    };
+    out.requeue_after = conclude(&mut st, &progress, &time, generation, now, &mut out.events);
     finish(st, out)
 }
 
@@ -700,34 +594,6 @@ fn compatible(
         Some(checker) => checker.check(class, c.variables()),
         None => Ok(()),
     }
-}
-
-/// Sets `Ready`, `Progressing` and `Halted`.
-fn set_conditions(
-    st: &mut ClusterStackRolloutStatus,
-    time: &Time,
-    generation: Option<i64>,
-    ready: (&str, &str, &str),
-    progressing: (&str, &str),
-    halted: (&str, &str, &str),
-) {
-    let message = ready.2.to_string();
-    conditions::set_condition(
-        &mut st.conditions,
-        conditions::condition(conditions::READY, ready.0, ready.1, message.clone(), generation),
-        time,
-    );
-    let progressing_message = if progressing.0 == TRUE { message } else { String::new() };
-    conditions::set_condition(
-        &mut st.conditions,
-        conditions::condition(PROGRESSING, progressing.0, progressing.1, progressing_message, generation),
-        time,
-    );
-    conditions::set_condition(
-        &mut st.conditions,
-        conditions::condition(HALTED, halted.0, halted.1, halted.2, generation),
-        time,
-    );
 }
 
 #[cfg(test)]

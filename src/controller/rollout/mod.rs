@@ -2,12 +2,14 @@
 //! new release, wave by wave, with health gates, a halt and an automatic roll back.
 //!
 //! - [`decide`]: the pure decision (status, moves, events) with [`rules`], [`variables`],
-//!   [`window`] and [`selector`];
+//!   [`window`] and [`selector`]; its last step (phase, conditions, when to look again) in
+//!   `conclude`;
 //! - [`view`]: the Cluster and release views it decides on;
 //! - [`reconcile`]: gathers the inputs and carries out the decision; [`context`]: its state.
 //!
 //! The loop is drawn in `docs/DESIGN.md` ("Rollout loop").
 
+mod conclude;
 pub mod decide;
 pub mod rules;
 pub mod selector;

@@ -3,14 +3,14 @@
 //! [`CapiCluster`](crate::controller::runtime::clusters::CapiCluster), so a thousand Clusters in the watch
 //! store cost little), and the stack's releases ([`ReleaseView`]).
 
-use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::controller::runtime::clusters::{CAPI_GROUP, CapiVersion, ClusterKey};
+pub use crate::controller::runtime::clusters::ClassRef;
+use crate::controller::runtime::clusters::{
+    CAPI_GROUP, CapiVersion, ClusterKey, capi_cluster_resource, named_class, version_from_api_version,
+};
 use crate::release::ReleaseId;
 
 /// A CAPI `Cluster` as the rollout sees it.
@@ -24,11 +24,6 @@ pub struct RolloutCluster {
     pub spec: Spec,
     #[serde(default)]
     pub status: Status,
-}
-
-fn version_from_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<CapiVersion, D::Error> {
-    let api_version = String::deserialize(d)?;
-    Ok(if api_version == format!("{CAPI_GROUP}/v1beta1") { CapiVersion::V1beta1 } else { CapiVersion::V1beta2 })
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -52,14 +47,6 @@ pub struct Topology {
     pub version: Option<String>,
     #[serde(default)]
     pub variables: Vec<Variable>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClassRef {
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub namespace: Option<String>,
 }
 
 /// One `spec.topology.variables` entry.
@@ -95,47 +82,18 @@ pub struct ClusterCondition {
     pub message: Option<String>,
 }
 
-impl kube::Resource for RolloutCluster {
-    type DynamicType = CapiVersion;
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed("Cluster")
-    }
-    fn group(_: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed(CAPI_GROUP)
-    }
-    fn version(version: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed(version.as_str())
-    }
-    fn plural(_: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed("clusters")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+capi_cluster_resource!(RolloutCluster);
 
 impl RolloutCluster {
     pub fn key(&self) -> ClusterKey {
-        ClusterKey {
-            namespace: self.metadata.namespace.clone().unwrap_or_default(),
-            name: self.metadata.name.clone().unwrap_or_default(),
-        }
+        ClusterKey::of(&self.metadata)
     }
 
     /// The class name and namespace (the Cluster's own when unset), if the Cluster has one.
     pub fn class(&self) -> Option<(&str, String)> {
-        let topology = self.spec.topology.as_ref()?;
-        let set = |s: &Option<String>| s.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
-        let (name, ns) = match &topology.class_ref {
-            Some(r) => (r.name.as_deref().filter(|s| !s.is_empty())?, set(&r.namespace)),
-            None => (topology.class.as_deref().filter(|s| !s.is_empty())?, set(&topology.class_namespace)),
-        };
-        Some((name, ns.unwrap_or_else(|| self.metadata.namespace.clone().unwrap_or_default())))
+        let t = self.spec.topology.as_ref()?;
+        let (name, ns) = named_class(t.class_ref.as_ref(), &t.class, &t.class_namespace)?;
+        Some((name, ns.map_or_else(|| self.metadata.namespace.clone().unwrap_or_default(), str::to_owned)))
     }
 
     /// The release the class names, if it is a cluster-stack class.

@@ -8,11 +8,9 @@
 //! `spec.topology.classRef.{name,namespace}`. Class names are compared as parsed [`ReleaseId`]s,
 //! never as raw strings, so the dot and dash forms of a non-stable version are the same release.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, GroupVersionKind};
 use serde::{Deserialize, Deserializer};
@@ -69,7 +67,8 @@ pub struct CapiCluster {
     pub status: CapiClusterStatus,
 }
 
-fn version_from_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<CapiVersion, D::Error> {
+/// Reads `apiVersion` as a [`CapiVersion`] (for every typed view of a Cluster).
+pub(crate) fn version_from_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<CapiVersion, D::Error> {
     let api_version = String::deserialize(d)?;
     Ok(if api_version == format!("{CAPI_GROUP}/v1beta1") { CapiVersion::V1beta1 } else { CapiVersion::V1beta2 })
 }
@@ -148,37 +147,59 @@ impl From<RawStatus> for CapiClusterStatus {
     }
 }
 
-impl kube::Resource for CapiCluster {
-    type DynamicType = CapiVersion;
-    type Scope = NamespaceResourceScope;
+/// Implements `kube::Resource` for a typed view of a CAPI `Cluster` (a struct with `metadata`),
+/// its dynamic type the [`CapiVersion`] it is read in.
+macro_rules! capi_cluster_resource {
+    ($view:ty) => {
+        impl kube::Resource for $view {
+            type DynamicType = $crate::controller::runtime::clusters::CapiVersion;
+            type Scope = k8s_openapi::NamespaceResourceScope;
 
-    fn kind(_: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed("Cluster")
+            fn kind(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed("Cluster")
+            }
+            fn group(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($crate::controller::runtime::clusters::CAPI_GROUP)
+            }
+            fn version(version: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed(version.as_str())
+            }
+            fn plural(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed("clusters")
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+pub(crate) use capi_cluster_resource;
+
+capi_cluster_resource!(CapiCluster);
+
+/// The class a topology names and the namespace it names (`None`: the Cluster's own), v1beta2's
+/// `classRef` first (a v1beta1 object has none); `None` when no class is named.
+pub fn named_class<'a>(
+    class_ref: Option<&'a ClassRef>,
+    class: &'a Option<String>,
+    class_namespace: &'a Option<String>,
+) -> Option<(&'a str, Option<&'a str>)> {
+    fn set(s: &Option<String>) -> Option<&str> {
+        s.as_deref().filter(|s| !s.is_empty())
     }
-    fn group(_: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed(CAPI_GROUP)
-    }
-    fn version(version: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed(version.as_str())
-    }
-    fn plural(_: &CapiVersion) -> Cow<'_, str> {
-        Cow::Borrowed("clusters")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+    match class_ref {
+        Some(r) => Some((set(&r.name)?, set(&r.namespace))),
+        None => Some((set(class)?, set(class_namespace))),
     }
 }
 
 impl CapiCluster {
     /// The Cluster's key.
     pub fn key(&self) -> ClusterKey {
-        ClusterKey {
-            namespace: self.metadata.namespace.clone().unwrap_or_default(),
-            name: self.metadata.name.clone().unwrap_or_default(),
-        }
+        ClusterKey::of(&self.metadata)
     }
 
     /// `cluster.x-k8s.io/<version>`.
@@ -192,6 +213,16 @@ impl CapiCluster {
 pub struct ClusterKey {
     pub namespace: String,
     pub name: String,
+}
+
+impl ClusterKey {
+    /// The key of the object `meta` describes.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        ClusterKey {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
 }
 
 impl fmt::Display for ClusterKey {
@@ -217,14 +248,8 @@ pub fn class_usage(cluster: &CapiCluster) -> Option<ClassUsage> {
     let name = cluster.metadata.name.clone()?;
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let topology = cluster.spec.topology.as_ref()?;
-    fn set(s: &Option<String>) -> Option<&str> {
-        s.as_deref().filter(|s| !s.is_empty())
-    }
-    // v1beta2 first; a v1beta1 object has no classRef.
-    let (class, class_namespace) = match &topology.class_ref {
-        Some(class_ref) => (set(&class_ref.name)?, set(&class_ref.namespace)),
-        None => (set(&topology.class)?, set(&topology.class_namespace)),
-    };
+    let (class, class_namespace) =
+        named_class(topology.class_ref.as_ref(), &topology.class, &topology.class_namespace)?;
     let id = ReleaseId::from_class_name(class).or_else(|_| ReleaseId::from_tag(class)).ok()?;
     Some(ClassUsage {
         class: id,

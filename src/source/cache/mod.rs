@@ -17,18 +17,24 @@
 //! re-verified against its manifest (assets and extracted files) the first
 //! time it is used after start, and discarded and fetched again on mismatch.
 
+mod entries;
+mod manifest;
+mod verify;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::release::{METADATA_FILE, MetadataError, ReleaseId, ReleaseMetadata};
 
 use super::archive::{self, ArchiveError, ExtractLimits};
 use super::{AssetInfo, ListedRelease, NoProgress, Progress, ReleaseSource, SHA256SUMS, SourceError, parse_sha256sums};
+
+pub use entries::{CacheEntry, entries_under};
+pub(crate) use manifest::hash_file;
+pub use manifest::{CachedAsset, Manifest, Verification, VerifiedBy, load_manifest};
+use manifest::{MANIFEST_FORMAT, extracted_digest, write_manifest};
+use verify::{check_policy, fetch_asset};
 
 /// The manifest file of a cached release.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -38,8 +44,6 @@ pub const CLUSTER_CLASS_DIR: &str = "cluster-class";
 pub const CLUSTER_ADDON_DIR: &str = "cluster-addon";
 /// Work in progress, inside the cache directory.
 pub const TMP_DIR: &str = ".tmp";
-const MANIFEST_FORMAT: u32 = 1;
-
 /// Small assets fetched when the release has them.
 const OPTIONAL_ASSETS: &[&str] = &["clusteraddon.yaml", "cluster-addon-values.yaml", "node-images.yaml", "hashes.json"];
 
@@ -48,68 +52,6 @@ const OPTIONAL_ASSETS: &[&str] = &["clusteraddon.yaml", "cluster-addon-values.ya
 pub struct FetchPolicy {
     /// Refuse a release for which some asset has no known digest.
     pub require_verified: bool,
-}
-
-/// Whether every asset of a release was checked against a known digest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verification {
-    /// Every asset matched a digest announced by the source or listed in `SHA256SUMS`.
-    Verified,
-    /// Some asset had no digest to check against (its size was still checked).
-    Unverified,
-}
-
-impl std::fmt::Display for Verification {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Verification::Verified => "verified",
-            Verification::Unverified => "unverified",
-        })
-    }
-}
-
-/// Against what an asset was checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerifiedBy {
-    /// The digest the source announced (GitHub's `digest`, or a directory's `SHA256SUMS`).
-    Digest,
-    /// The release's `SHA256SUMS` asset.
-    Sha256sums,
-    /// Both.
-    DigestAndSha256sums,
-    /// Nothing but its size.
-    None,
-}
-
-/// One asset as cached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CachedAsset {
-    pub name: String,
-    pub size: u64,
-    /// Lowercase hex.
-    pub sha256: String,
-    pub verified_by: VerifiedBy,
-}
-
-/// `manifest.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub format: u32,
-    /// The source's name, e.g. `github:owner/repo`.
-    pub source: String,
-    pub tag: String,
-    pub verification: Verification,
-    pub assets: Vec<CachedAsset>,
-    /// The asset extracted into `cluster-class/`.
-    pub cluster_class_asset: String,
-    /// The chart directory, relative to the release directory.
-    pub cluster_class_chart: String,
-    /// The asset extracted into `cluster-addon/`, when the release has one.
-    pub cluster_addon_asset: Option<String>,
-    /// sha256 over the extracted files (paths and contents), to detect tampering.
-    pub extracted_sha256: String,
 }
 
 /// A release ready to use.
@@ -208,56 +150,6 @@ pub enum CacheError {
 impl CacheError {
     fn io(context: &'static str, path: &Path, source: std::io::Error) -> Self {
         CacheError::Io { context, path: path.to_path_buf(), source }
-    }
-}
-
-/// One release in the cache.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheEntry {
-    /// The source's cache key, e.g. `github/owner/repo`.
-    pub source_key: String,
-    pub tag: String,
-    /// Bytes of its files.
-    pub bytes: u64,
-}
-
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
-/// Every verified release in the cache directory `root` (see [`ReleaseCache::entries`]).
-pub fn entries_under(root: &Path) -> Vec<CacheEntry> {
-    let mut out = Vec::new();
-    collect_entries(root, root, &mut out);
-    out.sort_by(|a, b| (&a.source_key, &a.tag).cmp(&(&b.source_key, &b.tag)));
-    out
-}
-
-fn collect_entries(root: &Path, dir: &Path, out: &mut Vec<CacheEntry>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let path = e.path();
-        if !e.file_type().is_ok_and(|t| t.is_dir()) || e.file_name() == TMP_DIR {
-            continue;
-        }
-        if path.join(MANIFEST_FILE).is_file() {
-            let (Some(tag), Some(parent)) = (e.file_name().to_str().map(str::to_owned), path.parent()) else {
-                continue;
-            };
-            let Ok(rel) = parent.strip_prefix(root) else { continue };
-            let source_key = rel.components().filter_map(|c| c.as_os_str().to_str()).collect::<Vec<_>>().join("/");
-            out.push(CacheEntry { source_key, tag, bytes: dir_bytes(&path) });
-        } else {
-            collect_entries(root, &path, out);
-        }
     }
 }
 
@@ -618,180 +510,6 @@ impl ReleaseCache {
             manifest,
         })
     }
-}
-
-fn check_policy(fetched: FetchedRelease, policy: FetchPolicy, source_name: &str) -> Result<FetchedRelease, CacheError> {
-    if policy.require_verified && fetched.verification != Verification::Verified {
-        let assets = fetched
-            .assets
-            .iter()
-            .filter(|a| a.name != SHA256SUMS && a.verified_by == VerifiedBy::None)
-            .map(|a| a.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(CacheError::Unverified {
-            source_name: source_name.to_string(),
-            release: fetched.tag().to_string(),
-            assets,
-        });
-    }
-    Ok(fetched)
-}
-
-/// Downloads one asset into `dir` and checks its size and digests.
-async fn fetch_asset(
-    source: &impl ReleaseSource,
-    release: &ListedRelease,
-    asset: &AssetInfo,
-    dir: &Path,
-    progress: &dyn Progress,
-    sums: &BTreeMap<String, String>,
-) -> Result<CachedAsset, CacheError> {
-    check_component("asset", &asset.name)?;
-    let dest = dir.join(&asset.name);
-    let got = source.download(release, asset, &dest, progress).await?;
-    let mismatch = |what: &'static str, expected: String, actual: String| SourceError::Integrity {
-        release: release.tag.clone(),
-        asset: asset.name.clone(),
-        what,
-        expected,
-        actual,
-    };
-    if got.size != asset.size {
-        return Err(mismatch("size", asset.size.to_string(), got.size.to_string()).into());
-    }
-    let announced = asset.sha256.as_deref().map(str::to_ascii_lowercase);
-    if let Some(expected) = &announced
-        && *expected != got.sha256
-    {
-        return Err(mismatch("sha256", expected.clone(), got.sha256).into());
-    }
-    let listed = sums.get(&asset.name);
-    if let Some(expected) = listed
-        && *expected != got.sha256
-    {
-        return Err(mismatch("sha256 (SHA256SUMS)", expected.clone(), got.sha256).into());
-    }
-    let verified_by = match (announced.is_some(), listed.is_some()) {
-        (true, true) => VerifiedBy::DigestAndSha256sums,
-        (true, false) => VerifiedBy::Digest,
-        (false, true) => VerifiedBy::Sha256sums,
-        (false, false) => VerifiedBy::None,
-    };
-    Ok(CachedAsset { name: asset.name.clone(), size: got.size, sha256: got.sha256, verified_by })
-}
-
-/// Reads a release's manifest; with `full`, also re-hashes every asset and
-/// the extracted files against it.
-pub fn load_manifest(dir: &Path, full: bool) -> Result<Manifest, CacheError> {
-    let corrupt = |message: String| CacheError::Corrupt { dir: dir.to_path_buf(), message };
-    let path = dir.join(MANIFEST_FILE);
-    let bytes = std::fs::read(&path).map_err(|e| corrupt(format!("{MANIFEST_FILE} is unreadable: {e}")))?;
-    let manifest: Manifest =
-        serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("{MANIFEST_FILE} is invalid: {e}")))?;
-    if manifest.format != MANIFEST_FORMAT {
-        return Err(corrupt(format!("{MANIFEST_FILE} has format {}, expected {MANIFEST_FORMAT}", manifest.format)));
-    }
-    // The chart path is joined onto the release directory: keep it inside.
-    let chart_ok = manifest.cluster_class_chart == CLUSTER_CLASS_DIR
-        || manifest
-            .cluster_class_chart
-            .strip_prefix(&format!("{CLUSTER_CLASS_DIR}/"))
-            .is_some_and(|rest| check_component("chart directory", rest).is_ok());
-    if !chart_ok {
-        return Err(corrupt(format!(
-            "{MANIFEST_FILE} names an invalid chart directory {:?}",
-            manifest.cluster_class_chart
-        )));
-    }
-    if !full {
-        return Ok(manifest);
-    }
-    for asset in &manifest.assets {
-        check_component("asset", &asset.name)?;
-        let path = dir.join(&asset.name);
-        let (size, sha256) =
-            hash_file(&path).map_err(|e| corrupt(format!("asset {} is unreadable: {e}", asset.name)))?;
-        if size != asset.size || sha256 != asset.sha256 {
-            return Err(corrupt(format!(
-                "asset {} changed: expected {} bytes sha256 {}, found {size} bytes sha256 {sha256}",
-                asset.name, asset.size, asset.sha256
-            )));
-        }
-    }
-    let extracted = extracted_digest(dir)?;
-    if extracted != manifest.extracted_sha256 {
-        return Err(corrupt(format!(
-            "extracted files changed: expected digest {}, found {extracted}",
-            manifest.extracted_sha256
-        )));
-    }
-    Ok(manifest)
-}
-
-fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CacheError> {
-    let path = dir.join(MANIFEST_FILE);
-    let json = serde_json::to_vec_pretty(manifest)
-        .map_err(|e| CacheError::Corrupt { dir: dir.to_path_buf(), message: format!("cannot encode manifest: {e}") })?;
-    let mut file = std::fs::File::create(&path).map_err(|e| CacheError::io("cannot write", &path, e))?;
-    file.write_all(&json).and_then(|()| file.sync_all()).map_err(|e| CacheError::io("cannot write", &path, e))
-}
-
-/// Size and sha256 (hex) of a file, read in chunks.
-pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((size, hex::encode(hasher.finalize())))
-}
-
-/// One digest over the extracted trees: every file's relative path and
-/// sha256, in sorted order. Links (never created by extraction) count as
-/// tampering.
-fn extracted_digest(release_dir: &Path) -> Result<String, CacheError> {
-    let mut lines = Vec::new();
-    for top in [CLUSTER_CLASS_DIR, CLUSTER_ADDON_DIR] {
-        let root = release_dir.join(top);
-        if root.exists() {
-            walk(&root, top, &mut lines)?;
-        }
-    }
-    lines.sort();
-    let mut hasher = Sha256::new();
-    for line in &lines {
-        hasher.update(line.as_bytes());
-        hasher.update(b"\n");
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
-fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), CacheError> {
-    let corrupt = |message: String| CacheError::Corrupt { dir: dir.to_path_buf(), message };
-    for entry in std::fs::read_dir(dir).map_err(|e| CacheError::io("cannot read", dir, e))? {
-        let entry = entry.map_err(|e| CacheError::io("cannot read", dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let child_rel = format!("{rel}/{name}");
-        let kind = entry.file_type().map_err(|e| CacheError::io("cannot read", &entry.path(), e))?;
-        if kind.is_dir() {
-            out.push(format!("d {child_rel}"));
-            walk(&entry.path(), &child_rel, out)?;
-        } else if kind.is_file() {
-            let (_, sha) = hash_file(&entry.path()).map_err(|e| CacheError::io("cannot read", &entry.path(), e))?;
-            out.push(format!("f {child_rel} {sha}"));
-        } else {
-            return Err(corrupt(format!("{child_rel} is not a regular file or directory")));
-        }
-    }
-    Ok(())
 }
 
 /// A source key is `/`-separated safe components.

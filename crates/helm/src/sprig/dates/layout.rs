@@ -1,331 +1,7 @@
-//! Sprig's dates (date.go) on `jiff`: Go's layout strings ("2006-01-02"),
-//! durations as Go prints and parses them, and `time.Time` values as an
-//! [`Object`] ([`GoTime`]). "Local" is the zone of the render's "now".
+//! Go's reference-time layouts ("Mon Jan 2 15:04:05 MST 2006"): `Time.Format` and `time.Parse`
+//! on `jiff`, chunk by chunk as Go's `nextStdChunk` reads them.
 
-use crate::env::HostExt as _;
-use std::rc::Rc;
-
-use jiff::{SignedDuration, Timestamp, Zoned, tz::TimeZone};
-
-use super::{reg, s};
-use gotmpl::func::{FuncMap, Host, Param};
-use gotmpl::value::{FuncError, Object, Value};
-
-use Param::{Any, String as Str};
-
-/// A Go `time.Time`.
-#[derive(Debug, Clone)]
-pub struct GoTime(pub Zoned);
-
-impl GoTime {
-    pub fn value(z: Zoned) -> Value {
-        Value::Object(Rc::new(GoTime(z)))
-    }
-}
-
-impl Object for GoTime {
-    fn type_name(&self) -> &str {
-        "time.Time"
-    }
-    fn field(&self, name: &str) -> Option<Value> {
-        let z = &self.0;
-        Some(match name {
-            "Year" => Value::Int(i64::from(z.year())),
-            "Month" => Value::Int(i64::from(z.month())),
-            "Day" => Value::Int(i64::from(z.day())),
-            "Hour" => Value::Int(i64::from(z.hour())),
-            "Minute" => Value::Int(i64::from(z.minute())),
-            "Second" => Value::Int(i64::from(z.second())),
-            "Nanosecond" => Value::Int(i64::from(z.subsec_nanosecond())),
-            "Unix" => Value::Int64(z.timestamp().as_second()),
-            "UnixMilli" => Value::Int64(z.timestamp().as_millisecond()),
-            "UnixNano" => Value::Int64(z.timestamp().as_nanosecond() as i64),
-            "YearDay" => Value::Int(i64::from(z.day_of_year())),
-            "Weekday" => Value::str(weekday_name(z)),
-            "UTC" => GoTime::value(z.with_time_zone(TimeZone::UTC)),
-            "Local" => GoTime::value(z.clone()),
-            "String" => Value::str(self.go_string()),
-            "__int64" => Value::Int64(z.timestamp().as_second()),
-            "__tz" => Value::str(z.time_zone().iana_name().unwrap_or("")),
-            _ => return None,
-        })
-    }
-    fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
-        match method {
-            "Format" => Some(Ok(Value::str(format_go(&self.0, &args.first().map(super::strval).unwrap_or_default())))),
-            "In" => None,
-            _ => None,
-        }
-    }
-    fn go_string(&self) -> String {
-        format_go(&self.0, "2006-01-02 15:04:05.999999999 -0700 MST")
-    }
-    fn to_data(&self) -> Value {
-        Value::str(format_go(&self.0, "2006-01-02T15:04:05.999999999Z07:00"))
-    }
-}
-
-fn as_time(v: &Value) -> Option<Zoned> {
-    if let Value::Object(o) = v
-        && o.type_name() == "time.Time"
-        && let Value::Int64(secs) = o.field("Unix")?
-        && let Value::Int(nanos) = o.field("Nanosecond")?
-    {
-        let named = o.field("__tz").and_then(|v| v.as_str().and_then(|n| TimeZone::get(n).ok()));
-        let tz = named.unwrap_or_else(|| parse_offset(&format_go_offset(o)));
-        let ts = Timestamp::new(secs, nanos as i32).ok()?;
-        return Some(ts.to_zoned(tz));
-    }
-    None
-}
-
-fn format_go_offset(o: &Rc<dyn Object>) -> String {
-    o.call("Format", &[Value::str("-07:00")]).and_then(Result::ok).map(|v| super::strval(&v)).unwrap_or_default()
-}
-
-fn parse_offset(s: &str) -> TimeZone {
-    let sign = if s.starts_with('-') { -1 } else { 1 };
-    let body = s.trim_start_matches(['+', '-']);
-    let (h, m) = body.split_once(':').unwrap_or((body, "0"));
-    let secs = sign * (h.parse::<i32>().unwrap_or(0) * 3600 + m.parse::<i32>().unwrap_or(0) * 60);
-    jiff::tz::Offset::from_seconds(secs).map(TimeZone::fixed).unwrap_or(TimeZone::UTC)
-}
-
-/// The time a `date`-like function was given: a time, or Unix seconds
-/// (Go `int`/`int64`); anything else means "now".
-fn time_arg(h: &mut dyn Host, v: &Value, local: &TimeZone) -> Zoned {
-    match v {
-        Value::Int(i) | Value::Int64(i) => {
-            Timestamp::from_second(*i).map(|t| t.to_zoned(local.clone())).unwrap_or_else(|_| h.now())
-        }
-        other => as_time(other).unwrap_or_else(|| h.now()),
-    }
-}
-
-fn zone(name: &str, local: &TimeZone) -> TimeZone {
-    match name {
-        "Local" => local.clone(),
-        "UTC" | "" => TimeZone::UTC,
-        other => TimeZone::get(other).unwrap_or(TimeZone::UTC),
-    }
-}
-
-fn date_in_zone(h: &mut dyn Host, layout: &str, date: &Value, zone_name: &str) -> String {
-    let local = h.now().time_zone().clone();
-    let t = time_arg(h, date, &local);
-    format_go(&t.with_time_zone(zone(zone_name, &local)), layout)
-}
-
-pub(super) fn register(m: &mut FuncMap) {
-    reg(m, "now", &[], |h, _| Ok(GoTime::value(h.now())));
-    reg(m, "date", &[Str, Any], |h, a| Ok(date_in_zone(h, &s(&a[0]), &a[1], "Local").into()));
-    for name in ["dateInZone", "date_in_zone"] {
-        reg(m, name, &[Str, Any, Str], |h, a| Ok(date_in_zone(h, &s(&a[0]), &a[1], &s(&a[2])).into()));
-    }
-    reg(m, "htmlDate", &[Any], |h, a| Ok(date_in_zone(h, "2006-01-02", &a[0], "Local").into()));
-    reg(m, "htmlDateInZone", &[Any, Str], |h, a| Ok(date_in_zone(h, "2006-01-02", &a[0], &s(&a[1])).into()));
-    for name in ["dateModify", "date_modify"] {
-        reg(m, name, &[Str, Any], |_, a| {
-            let t = need_time(&a[1])?;
-            Ok(match parse_duration(&s(&a[0])) {
-                Ok(d) => GoTime::value(t.checked_add(d).unwrap_or(t)),
-                Err(_) => GoTime::value(t),
-            })
-        });
-    }
-    for name in ["mustDateModify", "must_date_modify"] {
-        reg(m, name, &[Str, Any], |_, a| {
-            let t = need_time(&a[1])?;
-            let d = parse_duration(&s(&a[0])).map_err(FuncError::msg)?;
-            Ok(GoTime::value(t.checked_add(d).unwrap_or(t)))
-        });
-    }
-    reg(m, "ago", &[Any], |h, a| {
-        let now = h.now();
-        let t = match &a[0] {
-            Value::Int(i) | Value::Int64(i) => {
-                Timestamp::from_second(*i).map(|t| t.to_zoned(TimeZone::UTC)).unwrap_or(now.clone())
-            }
-            other => as_time(other).unwrap_or(now.clone()),
-        };
-        let d = now.timestamp().duration_since(t.timestamp());
-        Ok(format_duration(round_duration(d, 1_000_000_000)).into())
-    });
-    reg(m, "duration", &[Any], |_, a| {
-        let n = match &a[0] {
-            Value::String(s) => s.parse::<i64>().unwrap_or(0),
-            Value::Int64(i) => *i,
-            _ => 0,
-        };
-        Ok(format_duration(SignedDuration::from_secs(n)).into())
-    });
-    reg(m, "durationRound", &[Any], |h, a| {
-        let d = match &a[0] {
-            Value::String(s) => parse_duration(s).unwrap_or(SignedDuration::ZERO),
-            Value::Int64(i) => SignedDuration::from_nanos(*i),
-            other => match as_time(other) {
-                Some(t) => h.now().timestamp().duration_since(t.timestamp()),
-                None => SignedDuration::ZERO,
-            },
-        };
-        Ok(duration_round(d).into())
-    });
-    reg(m, "toDate", &[Str, Str], |h, a| {
-        let local = h.now().time_zone().clone();
-        Ok(GoTime::value(parse_go(&s(&a[0]), &s(&a[1]), &local).unwrap_or_else(|_| zero_time())))
-    });
-    reg(m, "mustToDate", &[Str, Str], |h, a| {
-        let local = h.now().time_zone().clone();
-        Ok(GoTime::value(parse_go(&s(&a[0]), &s(&a[1]), &local).map_err(FuncError::msg)?))
-    });
-    reg(m, "unixEpoch", &[Any], |_, a| Ok(need_time(&a[0])?.timestamp().as_second().to_string().into()));
-}
-
-fn need_time(v: &Value) -> Result<Zoned, FuncError> {
-    as_time(v).ok_or_else(|| FuncError::msg(format!("wrong type for value; expected time.Time; got {}", v.type_name())))
-}
-
-fn zero_time() -> Zoned {
-    jiff::civil::date(1, 1, 1)
-        .at(0, 0, 0, 0)
-        .to_zoned(TimeZone::UTC)
-        .unwrap_or_else(|_| Timestamp::UNIX_EPOCH.to_zoned(TimeZone::UTC))
-}
-
-fn round_duration(d: SignedDuration, m: i128) -> SignedDuration {
-    let n = d.as_nanos();
-    let r = n % m;
-    let out = if n < 0 {
-        let r = -r;
-        if r + r < m { n + r } else { n + r - m }
-    } else if r + r < m {
-        n - r
-    } else {
-        n + m - r
-    };
-    SignedDuration::from_nanos(out as i64)
-}
-
-fn duration_round(d: SignedDuration) -> String {
-    let u = d.as_nanos().unsigned_abs();
-    const SEC: u128 = 1_000_000_000;
-    let (year, month, day, hour, minute) =
-        (SEC * 3600 * 24 * 365, SEC * 3600 * 24 * 30, SEC * 3600 * 24, SEC * 3600, SEC * 60);
-    if u > year {
-        format!("{}y", u / year)
-    } else if u > month {
-        format!("{}mo", u / month)
-    } else if u > day {
-        format!("{}d", u / day)
-    } else if u > hour {
-        format!("{}h", u / hour)
-    } else if u > minute {
-        format!("{}m", u / minute)
-    } else if u > SEC {
-        format!("{}s", u / SEC)
-    } else {
-        "0s".into()
-    }
-}
-
-/// Go's `time.Duration.String`.
-pub fn format_duration(d: SignedDuration) -> String {
-    let n = d.as_nanos();
-    if n == 0 {
-        return "0s".into();
-    }
-    let neg = n < 0;
-    let u = n.unsigned_abs();
-    let sign = if neg { "-" } else { "" };
-    if u < 1_000_000_000 {
-        let (unit, div) = if u < 1_000 {
-            return format!("{sign}{u}ns");
-        } else if u < 1_000_000 {
-            ("µs", 1_000u128)
-        } else {
-            ("ms", 1_000_000u128)
-        };
-        return format!("{sign}{}{unit}", frac(u, div));
-    }
-    let secs_total = u / 1_000_000_000;
-    let nanos = u % 1_000_000_000;
-    let h = secs_total / 3600;
-    let m = (secs_total % 3600) / 60;
-    let s = secs_total % 60;
-    let sec_text = frac(s * 1_000_000_000 + nanos, 1_000_000_000);
-    let mut out = String::from(sign);
-    if h > 0 {
-        out.push_str(&format!("{h}h{m}m"));
-    } else if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    out.push_str(&sec_text);
-    out.push('s');
-    out
-}
-
-fn frac(v: u128, div: u128) -> String {
-    let int = v / div;
-    let rem = v % div;
-    if rem == 0 {
-        return int.to_string();
-    }
-    let width = div.to_string().len() - 1;
-    let f = format!("{rem:0width$}");
-    format!("{int}.{}", f.trim_end_matches('0'))
-}
-
-/// Go's `time.ParseDuration`.
-pub fn parse_duration(s: &str) -> Result<SignedDuration, String> {
-    let orig = s;
-    let err = || format!("time: invalid duration {}", super::gofmt::quote(orig));
-    let (neg, mut rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if rest == "0" {
-        return Ok(SignedDuration::ZERO);
-    }
-    if rest.is_empty() {
-        return Err(err());
-    }
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let num = &rest[..num_end];
-        if num.is_empty() || num == "." {
-            return Err(err());
-        }
-        let v: f64 = num.parse().map_err(|_| err())?;
-        rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let unit = &rest[..unit_end];
-        rest = &rest[unit_end..];
-        let scale = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            "" => return Err(format!("time: missing unit in duration {}", super::gofmt::quote(orig))),
-            u => {
-                return Err(format!(
-                    "time: unknown unit {} in duration {}",
-                    super::gofmt::quote(u),
-                    super::gofmt::quote(orig)
-                ));
-            }
-        };
-        total += v * scale;
-    }
-    if total > i64::MAX as f64 {
-        return Err(err());
-    }
-    let n = total.round() as i64;
-    Ok(SignedDuration::from_nanos(if neg { -n } else { n }))
-}
+use jiff::{Zoned, tz::TimeZone};
 
 const MONTHS: [&str; 12] = [
     "January",
@@ -343,7 +19,7 @@ const MONTHS: [&str; 12] = [
 ];
 const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
-fn weekday_name(z: &Zoned) -> &'static str {
+pub(super) fn weekday_name(z: &Zoned) -> &'static str {
     DAYS[z.weekday().to_sunday_zero_offset() as usize]
 }
 
@@ -643,10 +319,10 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
     let err = || {
         format!(
             "parsing time {} as {}: cannot parse {} as {}",
-            super::gofmt::quote(value),
-            super::gofmt::quote(layout),
-            super::gofmt::quote(value),
-            super::gofmt::quote(layout)
+            crate::sprig::gofmt::quote(value),
+            crate::sprig::gofmt::quote(layout),
+            crate::sprig::gofmt::quote(value),
+            crate::sprig::gofmt::quote(layout)
         )
     };
     let (mut year, mut month, mut day, mut hour, mut min, mut sec, mut nanos) =
@@ -804,7 +480,11 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
     }
     v = v.strip_prefix(rest).ok_or_else(err)?;
     if !v.is_empty() {
-        return Err(format!("parsing time {}: extra text: {}", super::gofmt::quote(value), super::gofmt::quote(v)));
+        return Err(format!(
+            "parsing time {}: extra text: {}",
+            crate::sprig::gofmt::quote(value),
+            crate::sprig::gofmt::quote(v)
+        ));
     }
     if let Some(p) = pm {
         if p && hour < 12 {
@@ -813,7 +493,7 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
             hour = 0;
         }
     }
-    let out_of_range = |what: &str| format!("parsing time {}: {what} out of range", super::gofmt::quote(value));
+    let out_of_range = |what: &str| format!("parsing time {}: {what} out of range", crate::sprig::gofmt::quote(value));
     let date = jiff::civil::Date::new(year as i16, month as i8, day as i8)
         .map_err(|_| out_of_range(if (1..=12).contains(&month) { "day" } else { "month" }))?;
     let dt = date.at(hour as i8, min as i8, sec as i8, nanos);
@@ -822,61 +502,4 @@ pub fn parse_go(layout: &str, value: &str, local: &TimeZone) -> Result<Zoned, St
         None => local.clone(),
     };
     dt.to_zoned(tz).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::testhost::*;
-    use super::*;
-
-    fn at(s: &str) -> Zoned {
-        s.parse().expect("time")
-    }
-
-    #[test]
-    fn go_layouts() {
-        let z = at("2024-03-05T14:07:09.5+01:00[Europe/Berlin]");
-        assert_eq!(format_go(&z, "2006-01-02"), "2024-03-05");
-        assert_eq!(format_go(&z, "Mon Jan _2 15:04:05 MST 2006"), "Tue Mar  5 14:07:09 CET 2024");
-        assert_eq!(format_go(&z, "2006-01-02T15:04:05Z07:00"), "2024-03-05T14:07:09+01:00");
-        assert_eq!(format_go(&z, "3:04PM .000 .999"), "2:07PM .500 .5");
-        assert_eq!(format_go(&z.with_time_zone(TimeZone::UTC), "2006-01-02T15:04:05Z07:00"), "2024-03-05T13:07:09Z");
-        assert_eq!(GoTime(z.clone()).go_string(), "2024-03-05 14:07:09.5 +0100 CET");
-        let p = parse_go("2006-01-02 15:04", "2023-12-31 23:59", &TimeZone::UTC).expect("parse");
-        assert_eq!(format_go(&p, "Jan 2 2006 15:04 MST"), "Dec 31 2023 23:59 UTC");
-        assert!(parse_go("2006-01-02", "2023-13-01", &TimeZone::UTC).is_err());
-    }
-
-    #[test]
-    fn durations_as_go() {
-        assert_eq!(format_duration(SignedDuration::from_secs(3725)), "1h2m5s");
-        assert_eq!(format_duration(SignedDuration::from_millis(1500)), "1.5s");
-        assert_eq!(format_duration(SignedDuration::from_millis(2)), "2ms");
-        assert_eq!(format_duration(SignedDuration::from_secs(-60)), "-1m0s");
-        assert_eq!(parse_duration("1h30m").expect("d"), SignedDuration::from_secs(5400));
-        assert_eq!(parse_duration("-1.5h").expect("d"), SignedDuration::from_secs(-5400));
-        assert!(parse_duration("5").is_err());
-        assert_eq!(callv("duration", &[st("95")]), "1m35s");
-        assert_eq!(callv("duration", &[Value::Int(95)]), "0s");
-        assert_eq!(callv("durationRound", &[st("2h10m5s")]), "2h");
-        assert_eq!(callv("durationRound", &[st("400h")]), "16d");
-    }
-
-    #[test]
-    fn date_functions() {
-        assert_eq!(callv("date", &[st("2006-01-02 15:04"), Value::Nil]), "2024-03-05 14:07");
-        assert_eq!(callv("htmlDate", &[Value::Int(0)]), "1970-01-01");
-        assert_eq!(callv("dateInZone", &[st("15:04 MST"), Value::Int(0), st("UTC")]), "00:00 UTC");
-        let now = call("now", &[]).expect("now");
-        let later = call("dateModify", &[st("1h30m"), now.clone()]).expect("modify");
-        assert_eq!(callv("date", &[st("15:04"), later]), "15:37");
-        assert_eq!(callv("dateModify", &[st("bad"), now.clone()]), "2024-03-05 14:07:09.5 +0100 CET");
-        assert!(callv("mustDateModify", &[st("bad"), now.clone()]).starts_with("ERR time: invalid duration"));
-        assert_eq!(
-            callv("unixEpoch", &[call("toDate", &[st("2006-01-02"), st("2020-01-01")]).expect("d")]),
-            "1577833200"
-        );
-        assert_eq!(callv("ago", &[now]), "0s");
-        assert_eq!(callv("typeOf", &[call("now", &[]).expect("now")]), "time.Time");
-    }
 }

@@ -1,0 +1,382 @@
+//! Table tests of the keep plan: which releases a ClusterStack keeps, and why.
+
+use super::*;
+use crate::api::ClusterStackSpec;
+
+fn stack(channel: Channel, versions: &[&str], auto_subscribe: bool) -> ClusterStack {
+    let mut cs = ClusterStack::new(
+        "ferrol",
+        ClusterStackSpec {
+            provider: "docker".into(),
+            name: "ferrol".into(),
+            kubernetes_version: "1.27".into(),
+            channel,
+            versions: versions.iter().map(|s| s.to_string()).collect(),
+            auto_subscribe,
+            no_provider: false,
+            provider_ref: None,
+            source: None,
+            poll_interval: None,
+            suspend: false,
+        },
+    );
+    cs.metadata.namespace = Some("stacks".into());
+    cs
+}
+
+fn ids(tags: &[&str]) -> Vec<ReleaseId> {
+    tags.iter().map(|t| ReleaseId::from_tag(t).unwrap()).collect()
+}
+
+fn existing(items: &[(&str, bool)]) -> Vec<ExistingRelease> {
+    items.iter().map(|(n, r)| ExistingRelease { name: n.to_string(), ready: *r }).collect()
+}
+
+fn usage(ns: &str, cluster: &str, class: &str, class_ns: &str) -> ClassUsage {
+    ClassUsage {
+        cluster: ClusterKey { namespace: ns.into(), name: cluster.into() },
+        class: ReleaseId::parse_any(class).unwrap(),
+        class_namespace: class_ns.into(),
+    }
+}
+
+fn tags(ids: &[ReleaseId]) -> Vec<String> {
+    ids.iter().map(ReleaseId::tag).collect()
+}
+
+fn kept(plan: &Plan) -> Vec<&str> {
+    plan.keep.keys().map(String::as_str).collect()
+}
+
+#[test]
+fn autosubscribe_keeps_and_creates_the_latest_numerically() {
+    let listed = ids(&["docker-ferrol-1-27-v9", "docker-ferrol-1-27-v10", "docker-ferrol-1-27-v2"]);
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &[], &[]);
+    assert_eq!(p.latest.as_ref().map(ReleaseId::tag).as_deref(), Some("docker-ferrol-1-27-v10"));
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v10"]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v10"].reasons, [KeepReason::Latest]);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v10"]);
+    assert!(p.delete.is_empty());
+    assert!(p.warnings.is_empty());
+}
+
+#[test]
+fn without_autosubscribe_latest_is_reported_but_not_kept() {
+    let listed = ids(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2"]);
+    let p = plan(&stack(Channel::Stable, &["v1"], false), Some(&listed), &[], &[]);
+    assert_eq!(p.latest.as_ref().map(ReleaseId::tag).as_deref(), Some("docker-ferrol-1-27-v2"));
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v1"]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v1"].reasons, [KeepReason::Pinned]);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v1"]);
+}
+
+#[test]
+fn other_stacks_minors_and_channels_never_match() {
+    let listed = ids(&[
+        "openstack-ferrol-1-27-v50",
+        "docker-scs-1-27-v50",
+        "docker-ferrol-1-28-v50",
+        "docker-ferrol-1-27-v1-alpha-9",
+        "docker-ferrol-1-27-v3",
+    ]);
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &[], &[]);
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v3"]);
+}
+
+#[test]
+fn pinned_versions_are_kept_and_duplicates_merge_reasons() {
+    let listed = ids(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+    let p = plan(&stack(Channel::Stable, &["v1", "v3", "v1"], true), Some(&listed), &[], &[]);
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v3"]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v3"].reasons, [KeepReason::Pinned, KeepReason::Latest]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v1"].reasons, [KeepReason::Pinned]);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v3"]);
+}
+
+#[test]
+fn malformed_and_wrong_channel_entries_are_warnings_not_failures() {
+    let listed = ids(&["docker-ferrol-1-27-v1"]);
+    let p = plan(&stack(Channel::Stable, &["1", "v1-alpha-1", "v1-alpha.1", "v1"], true), Some(&listed), &[], &[]);
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v1"]);
+    assert!(matches!(&p.warnings[0], PlanWarning::MalformedVersion { entry, .. } if entry == "1"));
+    assert!(matches!(&p.warnings[1], PlanWarning::MalformedVersion { entry, .. } if entry == "v1-alpha-1"));
+    assert!(matches!(&p.warnings[2], PlanWarning::PinnedWrongChannel { entry, .. } if entry == "v1-alpha.1"));
+    assert_eq!(p.warnings.len(), 3);
+    assert!(p.warnings[0].to_string().contains("\"1\""));
+}
+
+#[test]
+fn pinned_version_not_listed_is_a_warning_and_not_created() {
+    let listed = ids(&["docker-ferrol-1-27-v1"]);
+    let p = plan(&stack(Channel::Stable, &["v7"], false), Some(&listed), &[], &[]);
+    assert_eq!(p.warnings, [PlanWarning::PinnedNotListed { version: "v7".into() }]);
+    assert!(p.create.is_empty());
+    // Kept all the same: an existing v7 must not be deleted because a listing lost it.
+    let p = plan(
+        &stack(Channel::Stable, &["v7"], false),
+        Some(&listed),
+        &existing(&[("docker-ferrol-1-27-v7", true)]),
+        &[],
+    );
+    assert!(p.delete.is_empty());
+}
+
+#[test]
+fn existing_releases_outside_the_keep_set_are_deleted() {
+    let listed = ids(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+    let ex = existing(&[
+        ("docker-ferrol-1-27-v1", true),
+        ("docker-ferrol-1-27-v2", false),
+        ("docker-ferrol-1-27-v3", false),
+    ]);
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[]);
+    // v3 is latest, v1 latest ready, v2 neither.
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v3"]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v1"].reasons, [KeepReason::LatestReady]);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v2"]);
+    assert!(p.create.is_empty());
+}
+
+#[test]
+fn latest_ready_compares_numerically() {
+    let listed = ids(&["docker-ferrol-1-27-v9", "docker-ferrol-1-27-v10", "docker-ferrol-1-27-v11"]);
+    let ex = existing(&[
+        ("docker-ferrol-1-27-v9", true),
+        ("docker-ferrol-1-27-v10", true),
+        ("docker-ferrol-1-27-v11", false),
+    ]);
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[]);
+    assert_eq!(p.latest_ready.as_ref().map(ReleaseId::tag).as_deref(), Some("docker-ferrol-1-27-v10"));
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v9"]);
+}
+
+#[test]
+fn source_down_deletes_and_creates_nothing() {
+    let ex = existing(&[("docker-ferrol-1-27-v1", false), ("docker-ferrol-1-27-v2", false)]);
+    let p = plan(&stack(Channel::Stable, &["v5"], true), None, &ex, &[]);
+    assert!(!p.source_listed);
+    assert!(p.delete.is_empty());
+    assert!(p.create.is_empty());
+    assert_eq!(p.latest, None);
+    // No "not listed" warning when nothing could be listed.
+    assert!(p.warnings.is_empty());
+}
+
+#[test]
+fn an_empty_listing_is_a_listing_and_deletes() {
+    let ex = existing(&[("docker-ferrol-1-27-v1", false)]);
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&[]), &ex, &[]);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v1"]);
+}
+
+#[test]
+fn a_release_in_use_is_never_deleted_even_when_unlisted() {
+    let listed = ids(&["docker-ferrol-1-27-v5"]);
+    let ex = existing(&[("docker-ferrol-1-27-v1", false), ("docker-ferrol-1-27-v5", false)]);
+    let usages = [
+        usage("team-a", "c1", "docker-ferrol-1-27-v1", "stacks"),
+        usage("stacks", "c2", "docker-ferrol-1-27-v1", "stacks"),
+    ];
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &usages);
+    assert!(p.delete.is_empty());
+    let clusters = vec![
+        ClusterKey { namespace: "stacks".into(), name: "c2".into() },
+        ClusterKey { namespace: "team-a".into(), name: "c1".into() },
+    ];
+    assert_eq!(p.keep["docker-ferrol-1-27-v1"].reasons, [KeepReason::InUse { clusters }]);
+    // Unlisted, so not re-created if it were missing.
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &[], &usages);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v5"]);
+}
+
+#[test]
+fn usage_in_another_namespace_or_of_another_stack_does_not_keep() {
+    let listed = ids(&["docker-ferrol-1-27-v5"]);
+    let ex = existing(&[("docker-ferrol-1-27-v1", false), ("docker-ferrol-1-27-v5", false)]);
+    let usages = [
+        usage("team-a", "c1", "docker-ferrol-1-27-v1", "elsewhere"),
+        usage("stacks", "c2", "docker-ferrol-1-28-v1", "stacks"),
+    ];
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &usages);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v1"]);
+}
+
+#[test]
+fn usage_by_dot_form_keeps_a_custom_release() {
+    let listed = ids(&["docker-ferrol-1-27-v0-sha-abc", "docker-ferrol-1-27-v0-sha-def"]);
+    let ex = existing(&[("docker-ferrol-1-27-v0-sha-abc", true), ("docker-ferrol-1-27-v0-sha-def", true)]);
+    let usages = [usage("stacks", "c1", "docker-ferrol-1-27-v0-sha.abc", "stacks")];
+    let p = plan(&stack(Channel::Custom, &[], true), Some(&listed), &ex, &usages);
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v0-sha-abc"]);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v0-sha-def"]);
+}
+
+#[test]
+fn custom_channel_has_no_latest_and_keeps_pinned_only() {
+    let listed = ids(&["docker-ferrol-1-27-v0-sha-abc", "docker-ferrol-1-27-v0-sha-def", "docker-ferrol-1-27-v4"]);
+    let p = plan(&stack(Channel::Custom, &["v0-sha.def", "v4"], true), Some(&listed), &[], &[]);
+    assert_eq!(p.latest, None);
+    assert_eq!(p.latest_ready, None);
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v0-sha-def"]);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v0-sha-def"]);
+    assert!(matches!(&p.warnings[..], [PlanWarning::PinnedWrongChannel { entry, .. }] if entry == "v4"));
+}
+
+#[test]
+fn foreign_existing_releases_are_reported_and_left_alone() {
+    let listed = ids(&["docker-ferrol-1-27-v1"]);
+    let ex =
+        existing(&[("my-hand-made-release", false), ("docker-ferrol-1-28-v1", false), ("docker-ferrol-1-27-v1", true)]);
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[]);
+    assert!(p.delete.is_empty());
+    assert_eq!(
+        p.warnings,
+        [
+            PlanWarning::ForeignRelease { name: "my-hand-made-release".into() },
+            PlanWarning::ForeignRelease { name: "docker-ferrol-1-28-v1".into() },
+        ]
+    );
+}
+
+#[test]
+fn existing_releases_are_not_created_again() {
+    let listed = ids(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2"]);
+    let ex = existing(&[("docker-ferrol-1-27-v2", false)]);
+    let p = plan(&stack(Channel::Stable, &["v1"], true), Some(&listed), &ex, &[]);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v1"]);
+}
+
+#[test]
+fn bad_kubernetes_version_matches_nothing_and_deletes_nothing_foreign() {
+    let mut cs = stack(Channel::Stable, &["v1"], true);
+    cs.spec.kubernetes_version = "1.x".into();
+    let listed = ids(&["docker-ferrol-1-27-v1"]);
+    let p = plan(&cs, Some(&listed), &existing(&[("docker-ferrol-1-27-v1", true)]), &[]);
+    assert!(p.keep.is_empty() && p.create.is_empty() && p.delete.is_empty());
+    assert!(matches!(p.warnings[0], PlanWarning::BadKubernetesVersion { .. }));
+}
+
+#[test]
+fn version_order_is_numeric_then_non_stable() {
+    let mut v = ids(&[
+        "docker-ferrol-1-27-v0-sha-b",
+        "docker-ferrol-1-27-v10",
+        "docker-ferrol-1-27-v0-sha-a",
+        "docker-ferrol-1-27-v9",
+    ]);
+    v.sort_by(version_order);
+    assert_eq!(
+        tags(&v),
+        [
+            "docker-ferrol-1-27-v9",
+            "docker-ferrol-1-27-v10",
+            "docker-ferrol-1-27-v0-sha-a",
+            "docker-ferrol-1-27-v0-sha-b"
+        ]
+    );
+}
+
+mod invariants {
+    use super::*;
+    use proptest::prelude::*;
+
+    // Versions v0..v11 of the stack (plus a few of another minor and two hashes),
+    // so that listings, existing releases and usages overlap often.
+    fn universe() -> Vec<ReleaseId> {
+        let mut tags: Vec<String> = (0..12).map(|n| format!("docker-ferrol-1-27-v{n}")).collect();
+        tags.extend(
+            ["docker-ferrol-1-28-v3", "docker-ferrol-1-27-v0-sha-abc", "docker-ferrol-1-27-v0-sha-def"]
+                .map(String::from),
+        );
+        tags.iter().map(|t| ReleaseId::from_tag(t).unwrap()).collect()
+    }
+
+    fn pick(mask: u32) -> Vec<ReleaseId> {
+        universe().into_iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, id)| id).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn plan_invariants(
+            listed_mask in any::<u32>(),
+            source_up in any::<bool>(),
+            existing_mask in any::<u32>(),
+            ready_mask in any::<u32>(),
+            used_mask in any::<u32>(),
+            pinned in proptest::collection::vec(0u32..14, 0..3),
+            custom in any::<bool>(),
+            auto in any::<bool>(),
+        ) {
+            let listed = pick(listed_mask);
+            let existing: Vec<ExistingRelease> = pick(existing_mask)
+                .iter()
+                .enumerate()
+                .map(|(i, id)| ExistingRelease { name: id.tag(), ready: ready_mask & (1 << i) != 0 })
+                .collect();
+            let usages: Vec<ClassUsage> = pick(used_mask)
+                .iter()
+                .map(|id| ClassUsage {
+                    cluster: ClusterKey { namespace: "team".into(), name: id.tag() },
+                    class: id.clone(),
+                    class_namespace: "stacks".into(),
+                })
+                .collect();
+            let versions: Vec<String> = pinned.iter().map(|n| format!("v{n}")).collect();
+            let versions: Vec<&str> = versions.iter().map(String::as_str).collect();
+            let channel = if custom { Channel::Custom } else { Channel::Stable };
+            let cs = stack(channel, &versions, auto);
+            let p = plan(&cs, source_up.then_some(listed.as_slice()), &existing, &usages);
+
+            let used: BTreeSet<String> = usages.iter().filter(|u| u.class.kubernetes.minor == 27).map(|u| u.class.tag()).collect();
+            let existing_names: BTreeSet<String> = existing.iter().map(|e| e.name.clone()).collect();
+            let listed_tags: BTreeSet<String> = listed.iter().map(ReleaseId::tag).collect();
+            if !source_up {
+                prop_assert!(p.delete.is_empty() && p.create.is_empty());
+            }
+            for name in &p.delete {
+                prop_assert!(!used.contains(name), "deletes {} in use", name);
+                prop_assert!(existing_names.contains(name));
+                prop_assert!(!p.keeps(name));
+            }
+            for id in &p.create {
+                prop_assert!(listed_tags.contains(&id.tag()));
+                prop_assert!(!existing_names.contains(&id.tag()));
+                prop_assert!(p.keeps(&id.tag()));
+            }
+            for name in &used {
+                prop_assert!(p.keeps(name), "{} in use but not kept", name);
+            }
+            // Everything existing is either kept, deleted, or (source down / other minor) left alone.
+            for name in &existing_names {
+                let left_alone = !source_up || name.contains("-1-28-");
+                prop_assert!(p.keeps(name) || p.delete.contains(name) || left_alone);
+            }
+            if let Some(latest) = &p.latest {
+                prop_assert!(!custom && source_up);
+                for id in &listed {
+                    if let (StackVersion::Stable(n), StackVersion::Stable(l)) = (&id.version, &latest.version) {
+                        prop_assert!(id.kubernetes.minor != 27 || n <= l);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_way_back_of_an_unfinished_rollout_is_kept() {
+    let listed = ids(&["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+    let ex =
+        existing(&[("docker-ferrol-1-27-v1", true), ("docker-ferrol-1-27-v2", true), ("docker-ferrol-1-27-v3", true)]);
+    let hold = |tag: &str| RolloutHold { rollout: "ferrol".into(), release: ReleaseId::from_tag(tag).unwrap() };
+    // No Cluster uses v2 any more (all moved to v3), but the rollout may still move them back.
+    let holds = [hold("docker-ferrol-1-27-v2"), hold("docker-ferrol-1-27-v2"), hold("docker-ferrol-1-28-v1")];
+    let p = plan_with_holds(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[], &holds);
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v2", "docker-ferrol-1-27-v3"]);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v1"]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v2"].reasons, [KeepReason::RolloutFrom { rollouts: vec!["ferrol".into()] }]);
+    assert_eq!(p.keep["docker-ferrol-1-27-v2"].reasons[0].to_string(), "the way back of ClusterStackRollout ferrol");
+    // Without the hold v2 goes.
+    let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[]);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2"]);
+}
