@@ -1,17 +1,14 @@
 //! Helm rendering on real charts: the corpus's largest charts (kube-prometheus-stack and
 //! ingress-nginx with their values files, argo-workflows) and the whole corpus, rendered by the
 //! `clusterstack render` binary and by `helm template`, both as processes, side by side in one
-//! run. Prints the median wall time of N rounds, the peak RSS (`VmHWM`, sampled while the child
-//! runs) and the ratios against the goals (≤ 0.25× helm's wall time and ≤ 0.4× its memory per
+//! run. Prints the median wall time of N rounds, the highest peak RSS (the kernel's `ru_maxrss` of
+//! each child, from `wait4`) and the ratios against the goals (≤ 0.25× helm's wall time and ≤ 0.4× its memory per
 //! large chart, ≤ 0.2× on the whole corpus).
 //!
 //! `cargo build --release && cargo run --release --example bench_helm_real [-- ROUNDS]`.
 //! Needs helm (`CLUSTERSTACK_HELM`) and the corpus (`CLUSTERSTACK_HELM_CORPUS`, default
 //! `<repo>/../shared/helm-corpus`); ours is `target/release/clusterstack` (or
 //! `CLUSTERSTACK_BIN`).
-
-#[path = "common/mod.rs"]
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,26 +20,46 @@ type Run = Result<(Duration, f64), String>;
 fn measure(mut command: Command) -> Run {
     let start = Instant::now();
     let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
-    let mut peak: f64 = 0.0;
-    loop {
-        peak = peak.max(common::child_hwm_mib(child.id()));
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            let wall = start.elapsed();
-            if !status.success() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                // Ours exits non-zero where helm prints nothing (every template empty or a
-                // test hook): the render was done all the same, so it is timed.
-                if !err.contains("rendered no objects") {
-                    return Err(err.lines().last().unwrap_or("failed").to_string());
-                }
-            }
-            return Ok((wall, peak));
+    // Read stderr on the side so a chatty child never blocks on a full pipe while we wait.
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        if let Some(mut e) = stderr {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
         }
-        std::thread::sleep(Duration::from_millis(2));
+        err
+    });
+    let (status, peak_kib) = wait_rusage(child.id())?;
+    let wall = start.elapsed();
+    let err = reader.join().unwrap_or_default();
+    // Ours exits non-zero where helm prints nothing (every template empty or a test hook): the
+    // render was done all the same, so it is timed.
+    if status != 0 && !err.contains("rendered no objects") {
+        return Err(err.lines().last().unwrap_or("failed").to_string());
     }
+    Ok((wall, peak_kib as f64 / 1024.0))
+}
+
+/// Waits for child `pid` with `wait4`: its exit code (or 128 + signal) and its peak RSS in KiB,
+/// as the kernel counted it over the child's whole life (`ru_maxrss`), not sampled.
+fn wait_rusage(pid: u32) -> Result<(i32, i64), String> {
+    let pid = libc::pid_t::try_from(pid).map_err(|e| e.to_string())?;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct, which `wait4` fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("wait4: {e}"));
+        }
+    }
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+    Ok((code, usage.ru_maxrss))
 }
 
 /// The arguments of a corpus chart, as the corpus README says helm renders it.
@@ -67,16 +84,24 @@ fn median(mut runs: Vec<(Duration, f64)>) -> (Duration, f64) {
     (wall, peak)
 }
 
-fn rounds(n: usize, make: impl Fn() -> Command) -> Run {
-    let mut runs = Vec::new();
+/// `n` rounds of ours and helm, interleaved so that the machine's load falls on both alike.
+fn rounds(n: usize, ours: impl Fn() -> Command, helm: impl Fn() -> Command) -> (Run, Run) {
+    let (mut o, mut h) = (Ok(Vec::new()), Ok(Vec::new()));
     for _ in 0..n {
-        runs.push(measure(make())?);
+        for (runs, make) in [(&mut o, &ours as &dyn Fn() -> Command), (&mut h, &helm)] {
+            if let Ok(list) = runs {
+                match measure(make()) {
+                    Ok(r) => list.push(r),
+                    Err(e) => *runs = Err(e),
+                }
+            }
+        }
     }
-    Ok(median(runs))
+    (o.map(median), h.map(median))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let helm = std::env::var_os("CLUSTERSTACK_HELM").map(PathBuf::from).ok_or("set CLUSTERSTACK_HELM")?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let corpus = std::env::var_os("CLUSTERSTACK_HELM_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
@@ -116,7 +141,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     for name in ["kube-prometheus-stack", "argo-workflows", "ingress-nginx"] {
         let args = chart_args(&charts, name);
-        match (rounds(n, || ours_cmd(&args)), rounds(n, || helm_cmd(&args))) {
+        match rounds(n, || ours_cmd(&args), || helm_cmd(&args)) {
             (Ok(o), Ok(h)) => row(name, o, h),
             (o, h) => println!("{name:<28} ours: {:?} helm: {:?}", o.err(), h.err()),
         }
@@ -132,7 +157,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut failed = Vec::new();
     for name in &names {
         let args = chart_args(&charts, name);
-        match (rounds(n, || ours_cmd(&args)), rounds(n, || helm_cmd(&args))) {
+        match rounds(n, || ours_cmd(&args), || helm_cmd(&args)) {
             (Ok(o), Ok(h)) => {
                 o_sum = (o_sum.0 + o.0, o_sum.1.max(o.1));
                 h_sum = (h_sum.0 + h.0, h_sum.1.max(h.1));

@@ -409,19 +409,47 @@ fn format_documents(
     objects: &[DynamicObject],
     extra: &[&serde_json::Value],
     format: Format,
-) -> Result<String, CliError> {
+) -> Result<Printed, CliError> {
     match format {
         Format::Yaml => {
-            let mut out = String::new();
-            for object in objects {
-                out.push_str("---\n");
-                out.push_str(&serde_saphyr::to_string(object).map_err(CliError::CrdYaml)?);
-            }
+            // Each object prints alone, so large outputs (a chart's CRDs are megabytes) are
+            // shared out over the cores and printed in order, never joined into one copy.
+            let print = |run: &[DynamicObject]| -> Result<String, CliError> {
+                let mut out = String::new();
+                for object in run {
+                    out.push_str("---\n");
+                    out.push_str(&serde_saphyr::to_string(object).map_err(CliError::CrdYaml)?);
+                }
+                Ok(out)
+            };
+            // Documents helm prints but no API server accepts come last, as a part of their own.
+            let mut tail = String::new();
             for document in extra {
-                out.push_str("---\n");
-                out.push_str(&serde_saphyr::to_string(document).map_err(CliError::CrdYaml)?);
+                tail.push_str("---\n");
+                tail.push_str(&serde_saphyr::to_string(document).map_err(CliError::CrdYaml)?);
             }
-            Ok(out)
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+            if threads < 2 || objects.len() < 64 {
+                return print(objects).map(|p| Printed(vec![p, tail]));
+            }
+            // Objects in apply order put the large CRDs first: small runs dealt out in turn keep
+            // the threads about equally busy.
+            let runs: Vec<&[DynamicObject]> = objects.chunks(objects.len().div_ceil(threads * 8)).collect();
+            let mut parts: Vec<(usize, Result<String, CliError>)> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let runs = &runs;
+                        scope.spawn(move || {
+                            (t..runs.len()).step_by(threads).map(|i| (i, print(runs[i]))).collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+            });
+            parts.sort_by_key(|p| p.0);
+            let mut printed = parts.into_iter().map(|p| p.1).collect::<Result<Vec<_>, _>>()?;
+            printed.push(tail);
+            Ok(Printed(printed))
         }
         Format::Json => {
             let mut items: Vec<serde_json::Value> = objects
@@ -433,8 +461,17 @@ fn format_documents(
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
             let mut out = serde_json::to_string_pretty(&list).map_err(|e| CliError::Usage(e.to_string()))?;
             out.push('\n');
-            Ok(out)
+            Ok(Printed(vec![out]))
         }
+    }
+}
+
+/// Printed objects: the parts in order, written out one after the other.
+pub struct Printed(Vec<String>);
+
+impl std::fmt::Display for Printed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|part| f.write_str(part))
     }
 }
 

@@ -414,18 +414,23 @@ fn helm_objects(
     skip_tests: bool,
 ) -> Result<RenderedChart, RenderError> {
     let manifests = helm_render::render_chart(chart, opts)?;
+    let docs: Vec<(String, String)> = manifests
+        .into_iter()
+        .filter(|m| {
+            !(skip_tests && m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))))
+        })
+        .map(|m| {
+            let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
+            (format!("{}/{inner}", chart.label), m.content)
+        })
+        .collect();
     let (mut objects, mut sources, mut unaccepted) = (Vec::new(), Vec::new(), Vec::new());
     // Documents per template, for `document N` in messages.
-    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for m in manifests {
-        if skip_tests && m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))) {
-            continue;
-        }
-        let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
-        let label = format!("{}/{inner}", chart.label);
-        let count = counts.entry(label.clone()).or_default();
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (read, (label, _)) in read_documents(&docs).into_iter().zip(&docs) {
+        let count = counts.entry(label.as_str()).or_default();
         *count += 1;
-        match objects::parse_helm_document(&label, *count, &m.content)? {
+        match objects::helm_document(label, *count, read)? {
             objects::HelmDocument::Empty => {}
             objects::HelmDocument::Object(object) => {
                 objects.push(*object);
@@ -437,6 +442,39 @@ fn helm_objects(
     objects::check_duplicates(&objects, &sources)?;
     sort_for_apply(&mut objects);
     Ok(RenderedChart { name: chart.metadata.name.clone(), objects, unaccepted })
+}
+
+/// Reads rendered documents as JSON, in order. Reading is most of a large chart's cost
+/// (kube-prometheus-stack's CRDs alone are 4.5 MB of YAML) and each document stands alone, so
+/// the documents are shared out over the machine's cores in contiguous runs.
+fn read_documents(docs: &[(String, String)]) -> Vec<Result<serde_json::Value, String>> {
+    let read =
+        |run: &[(String, String)]| -> Vec<_> { run.iter().map(|(_, text)| helm_render::yaml_to_json(text)).collect() };
+    let bytes: usize = docs.iter().map(|d| d.1.len()).sum();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    // Below a few hundred KiB a thread costs more than it saves.
+    if threads < 2 || bytes < 256 * 1024 {
+        return read(docs);
+    }
+    // Runs of about equal bytes, not equal counts: one CRD can outweigh fifty small objects.
+    let share = bytes.div_ceil(threads);
+    let mut runs = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, d) in docs.iter().enumerate() {
+        size += d.1.len();
+        if size >= share {
+            runs.push(&docs[start..=i]);
+            (start, size) = (i + 1, 0);
+        }
+    }
+    if start < docs.len() {
+        runs.push(&docs[start..]);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = runs.iter().map(|run| scope.spawn(move || read(run))).collect();
+        // A panic in the reader is a bug; it surfaces here as it would have on this thread.
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
 }
 
 /// Renders the ecosystem's addon values file (`overwrite.yaml`,

@@ -103,15 +103,20 @@ pub(crate) enum HelmDocument {
     Unaccepted(UnacceptedDocument),
 }
 
-/// Parses one document of a Helm chart's output (already split where helm splits documents)
-/// as the API server is given it by helm and the Go operator: go-yaml v2 through
-/// sigs.k8s.io/yaml (YAML 1.1: `0755` is 493, `on` is true; lenient indentation of quoted
-/// scalars). `index` is the document's 1-based position in `file`. What helm itself refuses
-/// (not YAML, not a mapping, a `metadata` that is not one) is an error, as in helm.
-pub(crate) fn parse_helm_document(file: &str, index: usize, doc: &str) -> Result<HelmDocument, RenderError> {
-    let value = helm_render::yaml_to_value(doc)
-        .map_err(|e| RenderError::NotYaml { file: file.to_string(), message: format!("in document {index}: {e}") })?
-        .to_json();
+/// One document of a Helm chart's output (already split where helm splits documents) as the
+/// API server is given it by helm and the Go operator, from `read`, the document read by
+/// [`helm_render::yaml_to_json`] (go-yaml v2 through sigs.k8s.io/yaml: YAML 1.1, `0755` is 493,
+/// `on` is true; lenient indentation of quoted scalars). Reading is the costly step and needs
+/// neither file nor index, so it may run on another thread. `index` is the document's 1-based
+/// position in `file`. What helm itself refuses (not YAML, not a mapping, a `metadata` that is
+/// not one) is an error, as in helm.
+pub(crate) fn helm_document(
+    file: &str,
+    index: usize,
+    read: Result<serde_json::Value, String>,
+) -> Result<HelmDocument, RenderError> {
+    let value = read
+        .map_err(|e| RenderError::NotYaml { file: file.to_string(), message: format!("in document {index}: {e}") })?;
     if value.is_null() {
         return Ok(HelmDocument::Empty);
     }

@@ -31,7 +31,7 @@ pub use load::{Chart, ChartFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
 
 pub use env::RenderEnv;
-pub use goyaml::{value_to_yaml, yaml_to_value};
+pub use goyaml::{value_to_yaml, yaml_to_json, yaml_to_value};
 pub use helmfuncs::helm_func_map;
 
 /// Why a chart did not render. The messages follow helm's: a template error names the file and

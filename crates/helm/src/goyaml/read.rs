@@ -34,6 +34,65 @@ pub fn yaml_to_value(text: &str) -> Result<Value, String> {
     }
 }
 
+/// [`yaml_to_value`] then [`Value::to_json`], without the template values in between: what a
+/// rendered manifest becomes as an object. The node tree is consumed, so strings move instead of
+/// being copied twice; numbers and keys come out exactly as through `to_json`.
+pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
+    let node = parse_first_document(text).map_err(|e| format!("error converting YAML to JSON: yaml: {e}"))?;
+    match node {
+        None => Ok(serde_json::Value::Null),
+        Some(n) => node_to_json(n).map_err(|e| format!("error converting YAML to JSON: {e}")),
+    }
+}
+
+/// A float64 as `Value::to_json` writes it: whole numbers below 1e15 as integers.
+fn float_to_json(f: f64) -> serde_json::Value {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        serde_json::Value::from(f as i64)
+    } else {
+        serde_json::Number::from_f64(f).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+fn node_to_json(n: YNode) -> Result<serde_json::Value, String> {
+    Ok(match n {
+        YNode::Null => serde_json::Value::Null,
+        YNode::Bool(b) => serde_json::Value::Bool(b),
+        // Through JSON every number is a float64, as in `to_json_value`.
+        YNode::Int(i) => float_to_json(i as f64),
+        YNode::UInt(u) => float_to_json(u as f64),
+        YNode::Float(f) => {
+            if !f.is_finite() {
+                return Err(format!("json: unsupported value: {}", format_float_g(f)));
+            }
+            float_to_json(f)
+        }
+        YNode::Str(s) => serde_json::Value::String(s),
+        YNode::Seq(items) => serde_json::Value::Array(items.into_iter().map(node_to_json).collect::<Result<_, _>>()?),
+        YNode::Map(entries) => {
+            // Sorted, the last of duplicate keys winning, as the template map does.
+            let mut m = BTreeMap::new();
+            for (k, v) in entries {
+                m.insert(map_key(&k)?, node_to_json(v)?);
+            }
+            serde_json::Value::Object(m.into_iter().collect())
+        }
+    })
+}
+
+/// A mapping key as JSON has it: a string, or go-yaml's error for a key JSON can't hold.
+fn map_key(k: &YNode) -> Result<String, String> {
+    Ok(match k {
+        YNode::Str(s) => s.clone(),
+        YNode::Int(i) => i.to_string(),
+        YNode::Float(f) => float32_key(*f),
+        YNode::Bool(b) => b.to_string(),
+        other => {
+            return Err(format!("unsupported map key of type: {}, key: {}", ynode_type(other), ynode_text(other)));
+        }
+    })
+}
+
 pub(super) fn to_json_value(n: &YNode) -> Result<Value, String> {
     Ok(match n {
         YNode::Null => Value::Nil,
@@ -51,20 +110,7 @@ pub(super) fn to_json_value(n: &YNode) -> Result<Value, String> {
         YNode::Map(entries) => {
             let mut m = BTreeMap::new();
             for (k, v) in entries {
-                let key = match k {
-                    YNode::Str(s) => s.clone(),
-                    YNode::Int(i) => i.to_string(),
-                    YNode::Float(f) => float32_key(*f),
-                    YNode::Bool(b) => b.to_string(),
-                    other => {
-                        return Err(format!(
-                            "unsupported map key of type: {}, key: {}",
-                            ynode_type(other),
-                            ynode_text(other)
-                        ));
-                    }
-                };
-                m.insert(key, to_json_value(v)?);
+                m.insert(map_key(k)?, to_json_value(v)?);
             }
             Value::map(m)
         }

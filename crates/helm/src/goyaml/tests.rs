@@ -108,3 +108,29 @@ fn reading_as_helm_reads() {
     assert!(matches!(yaml_to_value(""), Ok(Value::Nil)));
     assert!(yaml_to_value("a: .inf").is_err());
 }
+
+/// The direct path a rendered manifest takes (`yaml_to_json`) gives what the template values'
+/// path gives (`yaml_to_value` then `to_json`), errors included: numbers of every YAML 1.1 form
+/// and size, keys of every scalar type, duplicate keys, anchors and merge keys, nulls, quoting.
+#[test]
+fn yaml_to_json_is_yaml_to_value_then_to_json() {
+    let docs = [
+        "a: 1\nb: -2\nc: 0755\nd: 0x1F\ne: 1_000\nf: 1.5\ng: 1e3\nh: 12345678901234567\ni: .inf\n",
+        "big: 18446744073709551615\nneg: -9007199254740993\nwhole: 3.0\nfrac: 0.1\n",
+        "1: int key\n1.5: float key\ntrue: bool key\nyes: y\n~: null key\n",
+        "k: one\nk: two\nlist: [1, 'x', \"y\", null, ~, true, off]\n",
+        "base: &b {x: 1, y: [a, b]}\nuse: *b\nmerged:\n  <<: *b\n  x: 2\n",
+        "s: |\n  line\n  two\nq: 'it''s'\nempty: ''\nts: 2024-01-02\n",
+        "",
+        "---\n",
+        "- a\n- b: c\n",
+        "nan: .nan\n",
+        "? [1, 2]\n: seq key\n",
+        "a: [unclosed\n",
+    ];
+    for doc in docs {
+        let direct = super::yaml_to_json(doc);
+        let through = super::yaml_to_value(doc).map(|v| v.to_json());
+        assert_eq!(direct, through, "document {doc:?}");
+    }
+}
