@@ -274,3 +274,63 @@ async fn deleting_a_release_finds_by_label_what_its_status_does_not_list() {
     let _ = CS;
     op.stop().await;
 }
+
+#[tokio::test]
+async fn hostile_templates_fail_their_release_naming_the_budget_and_the_stack_beside_it_becomes_ready() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    copy_release(repo.path(), V3);
+    let cm = |data: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{{{{ .Chart.Name }}}}\ndata:\n  x: {data}\n")
+    };
+    // Each of these aborted the operator before the budgets (allocation failure, stack overflow).
+    let hostile = [
+        ReleaseOpts { name: "repeat", class_template: cm(r#"{{ repeat 100000000000 "x" | len | quote }}"#), ..ReleaseOpts::default() },
+        ReleaseOpts { name: "until", class_template: cm(r#"{{ until 2000000000 | len | quote }}"#), ..ReleaseOpts::default() },
+        ReleaseOpts {
+            name: "aliases",
+            values: "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n".into(),
+            class_template: cm(r#""{{ len .Values.h }}""#),
+            ..ReleaseOpts::default()
+        },
+    ];
+    // A dict that holds itself prints "" in toJson, as helm prints it: that release is fine.
+    let self_holding = ReleaseOpts {
+        name: "selfdict",
+        class_template: cm(r#"{{ $d := dict }}{{ $_ := set $d "self" $d }}{{ toJson $d | quote }}"#),
+        ..ReleaseOpts::default()
+    };
+    for r in hostile.iter().chain([&self_holding]) {
+        write_release(repo.path(), r);
+    }
+    let op = Operator::start(&server, fast_backoff(repo.path(), cache.path()));
+    server.put_object(stack("ferrol", &["v3"], false));
+    for r in hostile.iter().chain([&self_holding]) {
+        server.put_object(stack_named(r.name));
+    }
+    wait_for("the healthy release ready", || ready(&server, V3)).await;
+    wait_for("the self-holding dict's release ready", || ready(&server, &self_holding.tag())).await;
+    let printed = server
+        .list_objects("v1", "ConfigMap")
+        .into_iter()
+        .find(|c| c["metadata"]["labels"]["clusterstack.x-k8s.io/release"] == self_holding.tag().as_str())
+        .expect("applied");
+    assert_eq!(printed["data"]["x"], "", "toJson of a dict holding itself is empty, as in helm");
+    for (r, budget) in hostile.iter().zip(["size limit", "size limit", "excessive aliasing"]) {
+        let tag = r.tag();
+        wait_for(&format!("{tag} refused"), || ready_reason(&server, &tag).as_deref() == Some("RenderFailed")).await;
+        let release = release(&server, &tag).unwrap();
+        let message = condition(&release, "Ready").unwrap()["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains(budget), "{tag} names the budget {budget:?}: {message}");
+    }
+    // The operator lives on and the failures back off: nothing is written while they stay.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.clear_requests();
+    tokio::time::sleep(WINDOW).await;
+    let hostile_writes: Vec<String> =
+        writes(&server).into_iter().filter(|w| hostile.iter().any(|r| w.contains(&r.tag()))).collect();
+    assert!(hostile_writes.is_empty(), "{hostile_writes:?}");
+    assert!(ready(&server, V3));
+    op.stop().await;
+}
