@@ -3,7 +3,7 @@
 //! rollout's memory (lesson 1), these only bridge the lag between a write and its watch event.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -13,6 +13,7 @@ use crate::api::{ClusterAddon, ClusterStackRolloutStatus};
 use crate::controller::runtime::backoff::Backoff;
 use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
 use crate::controller::runtime::context::Context;
+use crate::util::lock;
 
 use super::variables::ClassVariable;
 use super::view::RolloutCluster;
@@ -43,10 +44,6 @@ pub struct RolloutContext {
     statuses: Mutex<HashMap<String, Written<ClusterStackRolloutStatus>>>,
     moved: Mutex<HashMap<ClusterKey, Written<RolloutCluster>>>,
     classes: Mutex<HashMap<(String, String), CachedClass>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl RolloutContext {
