@@ -200,7 +200,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("not all releases ready within 900 s".into());
     }
     let cold = started.elapsed();
-    let cold_api = server.requests().len();
+    let cold_requests = server.requests();
+    let cold_api = cold_requests.len();
+    // Where the cold start's requests go: by verb and resource (status writes apart).
+    let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
+    for r in &cold_requests {
+        let what = match r.subresource.as_str() {
+            "" => format!("{} {}", r.verb, r.resource),
+            sub => format!("{} {}/{sub}", r.verb, r.resource),
+        };
+        *by_kind.entry(what.trim().to_string()).or_default() += 1;
+    }
+    drop(cold_requests);
+    let mut by_kind: Vec<(String, usize)> = by_kind.into_iter().collect();
+    by_kind.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let cold_github = fake.requests().len();
     let cold_rss = common::child_hwm_mib(child.id());
 
@@ -310,6 +323,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("cold start until all {expected} releases ready: {:.2} s", cold.as_secs_f64());
     println!("  API requests:            {cold_api}");
+    let shown: Vec<String> = by_kind.iter().take(8).map(|(what, n)| format!("{n} {what}")).collect();
+    println!("    of which               {}", shown.join(", "));
     println!("  GitHub requests:         {cold_github} (asset downloads {})", fake.count(Route::Asset));
     println!("  operator peak RSS:       {cold_rss:.1} MiB");
     println!("quiet poll intervals ({intervals} measured, figures per interval):");

@@ -322,9 +322,10 @@ async fn a_failed_discovery_is_asked_again_not_read_as_no_cluster_api() {
     // aggregator): "no Cluster API" would mark the Cluster index synced and empty.
     let discovery = RequestMatch::any().verb("discovery");
     server.fail_next(discovery.clone(), 503, 3);
-    let version = tokio::time::timeout(WAIT, clusterstack::controller::runtime::watch::served_cluster_version(&ctx))
-        .await
-        .expect("an answer once discovery works again");
+    let version =
+        tokio::time::timeout(WAIT, clusterstack::controller::runtime::cluster_watch::served_cluster_version(&ctx))
+            .await
+            .expect("an answer once discovery works again");
     assert_eq!(version, Some(CapiVersion::V1beta1));
     assert!(server.count(&discovery) >= 4, "asked again after the failures: {}", server.count(&discovery));
 }

@@ -17,7 +17,8 @@ use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackRollout};
 use crate::controller::rollout::decide::{self, ClusterInput, Releases, state};
 use crate::controller::rollout::rules;
 use crate::controller::rollout::variables::{ClassVariable, class_variables};
-use crate::controller::rollout::view::{ReleaseView, RolloutCluster};
+use crate::controller::rollout::view::ReleaseView;
+use crate::controller::runtime::clusters::CapiCluster;
 use crate::release::ReleaseId;
 
 /// The plan of each rollout as text. `listed`: per stack (`namespace/name`), the releases its
@@ -27,7 +28,7 @@ pub fn rollout_plan(
     stacks: &[ClusterStack],
     listed: &BTreeMap<String, Vec<ReleaseId>>,
     existing: &[ClusterStackRelease],
-    clusters: &[RolloutCluster],
+    clusters: &[CapiCluster],
     classes: &BTreeMap<String, Value>,
     now: Timestamp,
 ) -> String {
@@ -104,7 +105,7 @@ pub fn rollout_plan(
                 "  variables not checked: no ClusterClass {class} in --clusters (add `kubectl get clusterclass {class} -n {ns} -o yaml`)\n"
             ));
         }
-        let by_key: BTreeMap<(String, String), &RolloutCluster> = clusters
+        let by_key: BTreeMap<(String, String), &CapiCluster> = clusters
             .iter()
             .map(|c| {
                 ((c.metadata.namespace.clone().unwrap_or_default(), c.metadata.name.clone().unwrap_or_default()), c)
@@ -163,7 +164,7 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn cluster(name: &str, class: &str, labels: Value, vars: Value) -> RolloutCluster {
+    fn cluster(name: &str, class: &str, labels: Value, vars: Value) -> CapiCluster {
         obj(json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
             "metadata": {"name": name, "namespace": "team", "labels": labels},
             "spec": {"topology": {"class": class, "classNamespace": "stacks", "version": "v1.27.3", "variables": vars}}}))

@@ -181,18 +181,22 @@ pub async fn run_with(
             Err(e) => return Err(RunError::Hooks(e.to_string())),
         }
     }
+    // One watch of CAPI Clusters for the usage index and both controllers that read Clusters;
+    // they subscribe before it starts, so none misses the first list.
+    let addon_clusters = ctx.watches.cluster_feed.subscribe(super::addon::wants);
+    let rollout_clusters = ctx.watches.cluster_feed.subscribe(super::rollout::wants);
     let addon_stop = shutdown.clone();
     let addon_concurrency = settings.concurrency;
     tokio::spawn(async move {
         tokio::select! {
-            () = super::addon::run_controller(addon_ctx, addon_concurrency) => {}
+            () = super::addon::run_controller(addon_ctx, addon_concurrency, addon_clusters) => {}
             () = addon_stop.cancelled() => {}
         }
     });
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     ctx.watches.set_stores(stack_store.clone(), release_store.clone());
-    super::runtime::watch::start_clusters(&ctx);
-    super::rollout::start(ctx.clone(), shutdown.clone());
+    super::rollout::start(ctx.clone(), shutdown.clone(), rollout_clusters);
+    super::runtime::cluster_watch::start_clusters(&ctx);
     let watch_stop = ctx.watches.stop.clone();
     let stop_watches = shutdown.clone();
     tokio::spawn(async move {

@@ -46,6 +46,7 @@ use crate::api::{ClusterAddon, ClusterAddonSpec, ObjectRef};
 use crate::apply::ReleaseOwner;
 
 use crate::controller::runtime::backoff::Backoff;
+use crate::controller::runtime::cluster_watch::ClusterTriggers;
 use crate::controller::runtime::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
 use crate::controller::runtime::context::Context;
 use crate::util::lock;
@@ -312,60 +313,79 @@ async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &Add
     Ok(Action::requeue(actx.settings.resync_interval))
 }
 
-/// Runs the ClusterAddon controller until `shutdown` resolves: watches the Clusters (the served
-/// CAPI version); the ClusterAddons are requeued, not watched, so our own status writes do not
-/// trigger passes.
-pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16) {
+/// Runs the ClusterAddon controller until `shutdown` resolves, on the operator's one Cluster
+/// watch: `triggers` are the changes [`wants`] selects (subscribed before the watch started), the
+/// Clusters are read from its store. The ClusterAddons are requeued, not watched, so our own
+/// status writes do not trigger passes.
+pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16, triggers: ClusterTriggers) {
     use futures::StreamExt;
-    let Some(version) = crate::controller::runtime::watch::served_cluster_version(&actx.ctx).await else {
+    let Some((version, store)) = actx.ctx.watches.cluster_feed.served().await else {
         tracing::info!("no Cluster API served: the ClusterAddon controller is idle");
         return;
     };
-    let clusters: Api<CapiCluster> = Api::all_with(actx.ctx.client.clone(), &version);
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    // The store keeps the trimmed view of each Cluster, slimmed further (see `watch::slim`).
-    let writer = kube::runtime::reflector::store::Writer::<CapiCluster>::new(version);
-    let reader = writer.as_reader();
-    let stream = kube::runtime::reflector(
-        writer,
-        kube::runtime::WatchStreamExt::modify(
-            kube::runtime::watcher(clusters, kube::runtime::watcher::Config::default()),
-            move |c: &mut CapiCluster| {
-                crate::controller::runtime::watch::slim(c);
-                // The version watched, whatever an item says (list items may omit `apiVersion`).
-                c.version = version;
-            },
-        ),
-    );
-    let stream = kube::runtime::WatchStreamExt::applied_objects(stream);
-    // A pass only for a change the pass reads: a Cluster's status changes several times per
-    // upgrade (TopologyReconciled, Ready...), and each pass reads its ClusterAddon.
-    let stream = kube::runtime::WatchStreamExt::predicate_filter(
-        stream,
-        trigger_hash,
-        kube::runtime::PredicateConfig::default(),
-    );
-    kube::runtime::Controller::for_stream_with(stream, reader, version)
+    kube::runtime::Controller::for_stream_with(futures::stream::pending::<Result<CapiCluster, _>>(), store, version)
+        .reconcile_on(triggers)
         .with_config(config)
         .run(reconcile, error_policy, actx)
         .for_each(|_| async {})
         .await;
 }
 
-/// What of a Cluster a pass depends on: its spec (by generation), metadata (templates see labels
-/// and annotations; deletion) and whether the control plane is initialised.
-fn trigger_hash(c: &CapiCluster) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let m = &c.metadata;
-    (m.generation, m.deletion_timestamp.is_some(), &m.labels, &m.annotations, &m.finalizers).hash(&mut h);
-    c.status.control_plane_initialized.hash(&mut h);
-    Some(h.finish())
+/// Which Cluster changes start a pass: only a change the pass reads (its spec, by generation;
+/// metadata, as templates see labels and annotations, and deletion; whether the control plane is
+/// initialised). A Cluster's status changes several times per upgrade (TopologyReconciled,
+/// Ready...), and each pass reads its ClusterAddon.
+pub fn wants(old: Option<&CapiCluster>, new: &CapiCluster) -> bool {
+    let Some(old) = old else { return true };
+    let (o, n) = (&old.metadata, &new.metadata);
+    o.generation != n.generation
+        || o.deletion_timestamp.is_some() != n.deletion_timestamp.is_some()
+        || o.labels != n.labels
+        || o.annotations != n.annotations
+        || o.finalizers != n.finalizers
+        || old.status.control_plane_initialized != new.status.control_plane_initialized
 }
 
 impl ClusterAddon {
     /// The key of the Cluster this object tracks.
     pub fn cluster_key(&self) -> Option<ClusterKey> {
         Some(ClusterKey { namespace: self.namespace()?, name: self.spec.cluster_ref.name.clone()? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(generation: i64, labels: serde_json::Value, status: serde_json::Value) -> CapiCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "c1", "namespace": "team", "generation": generation, "labels": labels},
+            "spec": {"topology": {"class": "docker-ferrol-1-27-v2", "version": "v1.27.3"}},
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pass_only_for_what_a_pass_reads() {
+        let base = cluster(1, json!({"env": "prod"}), json!({"phase": "Provisioning"}));
+        assert!(wants(None, &base), "a Cluster new to the store");
+        // Status noise: conditions and phase move several times per upgrade.
+        let noisy = cluster(
+            1,
+            json!({"env": "prod"}),
+            json!({"phase": "Provisioned", "conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        assert!(!wants(Some(&base), &noisy));
+        assert!(wants(Some(&base), &cluster(2, json!({"env": "prod"}), json!({"phase": "Provisioning"}))));
+        assert!(wants(Some(&base), &cluster(1, json!({"env": "test"}), json!({"phase": "Provisioning"}))));
+        let initialised = cluster(1, json!({"env": "prod"}), json!({"controlPlaneReady": true}));
+        assert!(wants(Some(&base), &initialised));
+        let mut deleting = base.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        assert!(wants(Some(&base), &deleting));
     }
 }

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::runtime::reflector::Store;
 
-use crate::api::{ClusterAddon, ClusterStackRolloutStatus};
+use crate::api::ClusterStackRolloutStatus;
 use crate::controller::runtime::backoff::Backoff;
-use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
+use crate::controller::runtime::clusters::{CapiCluster, CapiVersion, ClusterKey};
 use crate::controller::runtime::context::Context;
 use crate::util::lock;
 
 use super::variables::ClassVariable;
-use super::view::RolloutCluster;
+use super::view::AddonRecord;
 
 /// How long a ClusterClass's variables are reused before they are read again.
 const CLASS_TTL: Duration = Duration::from_secs(60);
@@ -38,11 +38,11 @@ pub struct RolloutContext {
     /// The operator's shared context: Events, metrics, the stack and release stores.
     pub shared: Arc<Context>,
     pub capi: CapiVersion,
-    pub clusters: Store<RolloutCluster>,
-    pub addons: Store<ClusterAddon>,
+    pub clusters: Store<CapiCluster>,
+    pub addons: Store<AddonRecord>,
     pub backoff: Backoff,
     statuses: Mutex<HashMap<String, Written<ClusterStackRolloutStatus>>>,
-    moved: Mutex<HashMap<ClusterKey, Written<RolloutCluster>>>,
+    moved: Mutex<HashMap<ClusterKey, Written<CapiCluster>>>,
     classes: Mutex<HashMap<(String, String), CachedClass>>,
 }
 
@@ -50,8 +50,8 @@ impl RolloutContext {
     pub fn new(
         shared: Arc<Context>,
         capi: CapiVersion,
-        clusters: Store<RolloutCluster>,
-        addons: Store<ClusterAddon>,
+        clusters: Store<CapiCluster>,
+        addons: Store<AddonRecord>,
     ) -> Self {
         Self {
             client: shared.client.clone(),
@@ -89,7 +89,7 @@ impl RolloutContext {
 
     /// The Clusters as the store shows them, with the answers of our own moves where the store
     /// still shows the Cluster before the move.
-    pub fn clusters(&self) -> Vec<Arc<RolloutCluster>> {
+    pub fn clusters(&self) -> Vec<Arc<CapiCluster>> {
         let mut moved = lock(&self.moved);
         let mut out = self.clusters.state();
         for c in &mut out {
@@ -105,7 +105,7 @@ impl RolloutContext {
         out
     }
 
-    pub fn remember_move(&self, key: ClusterKey, stale_version: String, value: RolloutCluster) {
+    pub fn remember_move(&self, key: ClusterKey, stale_version: String, value: CapiCluster) {
         lock(&self.moved).insert(key, Written { stale_version, value });
     }
 

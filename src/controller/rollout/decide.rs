@@ -15,13 +15,13 @@ use crate::api::{
     ClassVersion, ClusterStackRollout, ClusterStackRolloutStatus, ClusterStackSpec, RETRY_REQUESTED_AT, RollbackPolicy,
     RolloutClusterStatus,
 };
-use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
+use crate::controller::runtime::clusters::{CapiCluster, CapiVersion, ClusterKey};
 use crate::release::KubernetesVersion;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::conclude::{Progress, conclude, set_conditions};
 use super::variables::{Checker, ClassVariable};
-use super::view::{AddonView, ReleaseView, RolloutCluster};
+use super::view::{AddonView, ReleaseView};
 use super::window::{self, WindowState};
 use super::{rules, selector};
 
@@ -58,7 +58,7 @@ pub const DEFAULT_WAVE: &str = "all";
 /// One Cluster and its ClusterAddon.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterInput<'a> {
-    pub cluster: &'a RolloutCluster,
+    pub cluster: &'a CapiCluster,
     pub addon: Option<&'a AddonView>,
 }
 
@@ -574,12 +574,7 @@ fn raised(from: &str, to: &str) -> bool {
 }
 
 /// Whether a Cluster may move to the target: no Kubernetes downgrade, variables that fit.
-fn compatible(
-    c: &RolloutCluster,
-    target: &ReleaseView,
-    class: &str,
-    checker: Option<&Checker<'_>>,
-) -> Result<(), String> {
+fn compatible(c: &CapiCluster, target: &ReleaseView, class: &str, checker: Option<&Checker<'_>>) -> Result<(), String> {
     let current = c.kubernetes_version();
     if let (Ok(have), Ok(want)) =
         (current.parse::<KubernetesVersion>(), target.kubernetes_version.parse::<KubernetesVersion>())

@@ -47,12 +47,12 @@ fn rollout(spec: Value) -> ClusterStackRollout {
 /// A simulated Cluster: its view, whether it fails after a move, when it becomes healthy.
 #[derive(Clone)]
 struct Sim {
-    view: RolloutCluster,
+    view: CapiCluster,
     fails: bool,
     settles_at: Option<Timestamp>,
 }
 
-fn cluster(name: &str, labels: Value, class_version: u32, k8s: &str) -> RolloutCluster {
+fn cluster(name: &str, labels: Value, class_version: u32, k8s: &str) -> CapiCluster {
     serde_json::from_value(json!({
         "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
         "metadata": {"name": name, "namespace": "team", "labels": labels, "generation": 1},
@@ -77,7 +77,7 @@ struct World {
 }
 
 impl World {
-    fn new(ro: ClusterStackRollout, clusters: Vec<RolloutCluster>, fail: &[&str]) -> Self {
+    fn new(ro: ClusterStackRollout, clusters: Vec<CapiCluster>, fail: &[&str]) -> Self {
         let vars = crate::controller::rollout::variables::class_variables(&json!({"spec": {"variables": [
             {"name": "workerCount", "required": true, "schema": {"openAPIV3Schema": {"type": "integer", "minimum": 1}}}]}}));
         Self {
@@ -157,7 +157,7 @@ impl World {
     }
 }
 
-fn fleet(n: usize, canary: usize) -> Vec<RolloutCluster> {
+fn fleet(n: usize, canary: usize) -> Vec<CapiCluster> {
     (0..n)
         .map(|i| {
             let labels = if i < canary { json!({"rollout": "canary"}) } else { json!({}) };
@@ -238,7 +238,7 @@ fn a_failure_in_a_later_batch_rolls_back_that_wave_only() {
         {"name": "one", "clusterSelector": {"matchLabels": {"w": "1"}}, "maxConcurrent": 2},
         {"name": "two", "clusterSelector": {"matchLabels": {"w": "2"}}, "maxConcurrent": 2},
         {"name": "three", "maxConcurrent": 2}], "progressDeadline": "5m"});
-    let clusters: Vec<RolloutCluster> = (0..6)
+    let clusters: Vec<CapiCluster> = (0..6)
         .map(|i| {
             let labels = match i {
                 0 | 1 => json!({"w": "1"}),

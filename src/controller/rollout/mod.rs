@@ -34,26 +34,35 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::runtime::{reflector, reflector::store::Writer};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ClusterAddon, ClusterStackRelease, ClusterStackRollout};
+use crate::api::{ClusterStackRelease, ClusterStackRollout};
 use crate::controller::runtime::context::Context;
-use crate::controller::runtime::watch::{shard_selector, slim};
+use crate::controller::runtime::watch::shard_selector;
 
-use view::RolloutCluster;
+use crate::controller::runtime::cluster_watch::ClusterTriggers;
+use crate::controller::runtime::clusters::CapiCluster;
+use view::AddonRecord;
 
 /// Starts the rollout controller in the background until `shutdown`: waits for Cluster API to be
-/// served, then watches rollouts, Clusters (trimmed), ClusterAddons and releases; any change of
-/// these triggers the rollouts it may concern.
-pub fn start(shared: Arc<Context>, shutdown: CancellationToken) {
+/// served, then watches rollouts, ClusterAddons and releases, and reads the Clusters from the
+/// operator's one Cluster watch (`clusters`: every change, subscribed before the watch started);
+/// any change of these triggers the rollouts it may concern.
+pub fn start(shared: Arc<Context>, shutdown: CancellationToken, clusters: ClusterTriggers) {
     tokio::spawn(async move {
         tokio::select! {
-            () = run(shared) => {}
+            () = run(shared, clusters) => {}
             () = shutdown.cancelled() => {}
         }
     });
 }
 
-async fn run(shared: Arc<Context>) {
-    let Some(capi) = crate::controller::runtime::watch::served_cluster_version(&shared).await else {
+/// The rollout's subscription to the Cluster watch: every change may move a Cluster in or out
+/// of a wave or change its health.
+pub fn wants(_old: Option<&CapiCluster>, _new: &CapiCluster) -> bool {
+    true
+}
+
+async fn run(shared: Arc<Context>, clusters: ClusterTriggers) {
+    let Some((capi, cluster_store)) = shared.watches.cluster_feed.served().await else {
         tracing::info!("no Cluster API served: the ClusterStackRollout controller is idle");
         return;
     };
@@ -66,29 +75,11 @@ async fn run(shared: Arc<Context>) {
     let selector = shard_selector(settings.shard.as_deref());
     let by_shard = watcher::Config::default().labels(&selector);
 
-    let cluster_writer = Writer::<RolloutCluster>::new(capi);
-    let cluster_store = cluster_writer.as_reader();
-    let clusters = reflector(
-        cluster_writer,
-        watcher(Api::<RolloutCluster>::all_with(client.clone(), &capi), watcher::Config::default()).modify(move |c| {
-            slim(c);
-            c.version = capi;
-        }),
-    )
-    .applied_objects();
-    let addon_writer = Writer::<ClusterAddon>::default();
+    let addon_writer = Writer::<AddonRecord>::default();
     let addon_store = addon_writer.as_reader();
     let addons = reflector(
         addon_writer,
-        watcher(Api::<ClusterAddon>::all(client.clone()), watcher::Config::default()).modify(|a: &mut ClusterAddon| {
-            slim(a);
-            if let Some(s) = a.status.as_mut() {
-                // Only `release` and `ready` are read.
-                s.resources.clear();
-                s.stages.clear();
-                s.conditions.clear();
-            }
-        }),
+        watcher(Api::<AddonRecord>::all(client.clone()), watcher::Config::default()).modify(AddonRecord::trim),
     )
     .applied_objects();
 
@@ -111,8 +102,8 @@ async fn run(shared: Arc<Context>) {
             .collect::<Vec<_>>()
     };
     controller
-        .watches_stream(clusters, move |_c: RolloutCluster| all(&s1))
-        .watches_stream(addons, move |_a: ClusterAddon| all(&s2))
+        .reconcile_on(clusters.flat_map(move |_c| futures::stream::iter(all(&s1))))
+        .watches_stream(addons, move |_a: AddonRecord| all(&s2))
         .watches(releases, by_shard, move |r: ClusterStackRelease| in_namespace(r.metadata.namespace.clone()))
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|r| async move {

@@ -15,7 +15,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{ClusterStack, ClusterStackRollout, ClusterStackSpec};
-use crate::controller::runtime::clusters::{CapiVersion, ClusterKey};
+use crate::controller::runtime::clusters::{CapiCluster, CapiVersion, ClusterKey};
 use crate::controller::status_patch;
 use crate::release::ReleaseId;
 use crate::util::is_not_found;
@@ -23,7 +23,7 @@ use crate::util::is_not_found;
 use super::context::RolloutContext;
 use super::decide::{self, ClusterInput, Move, Releases, phase, state};
 use super::variables::{ClassVariable, class_variables};
-use super::view::{AddonView, ReleaseView, RolloutCluster};
+use super::view::{AddonView, ReleaseView};
 use super::{CONTROLLER, FIELD_MANAGER, rules};
 
 /// Moves (server-side applies of Clusters) in flight at once within one pass.
@@ -96,18 +96,8 @@ async fn reconcile_inner(ro: &ClusterStackRollout, ctx: &RolloutContext, key: &s
     let releases =
         stack.as_ref().map(|s| release_views(ctx, &ns, &ro.spec.cluster_stack_ref.name, s)).unwrap_or_default();
     let clusters = ctx.clusters();
-    let addons: BTreeMap<ClusterKey, AddonView> = ctx
-        .addons
-        .state()
-        .iter()
-        .filter_map(|a| {
-            let status = a.status.as_ref();
-            Some((
-                a.cluster_key()?,
-                AddonView { release: status.and_then(|s| s.release.clone()), ready: status.is_some_and(|s| s.ready) },
-            ))
-        })
-        .collect();
+    let addons: BTreeMap<ClusterKey, AddonView> =
+        ctx.addons.state().iter().filter_map(|a| Some((a.cluster_key()?, a.view()))).collect();
     let inputs: Vec<ClusterInput<'_>> =
         clusters.iter().map(|c| ClusterInput { cluster: c, addon: addons.get(&c.key()) }).collect();
 
@@ -138,7 +128,7 @@ async fn reconcile_inner(ro: &ClusterStackRollout, ctx: &RolloutContext, key: &s
         let m = &decision.moves[i];
         async move { (i, apply_move(ctx, m).await) }
     });
-    let answers: Vec<(usize, Result<RolloutCluster, RolloutError>)> =
+    let answers: Vec<(usize, Result<CapiCluster, RolloutError>)> =
         futures::stream::iter(moves).buffer_unordered(MOVES_AT_ONCE).collect().await;
     let mut failed = None;
     for (i, answer) in answers {
@@ -249,7 +239,7 @@ async fn target_variables(
 }
 
 /// A server-side apply of only the class (and version) under our own field manager.
-async fn apply_move(ctx: &RolloutContext, m: &Move) -> Result<RolloutCluster, RolloutError> {
+async fn apply_move(ctx: &RolloutContext, m: &Move) -> Result<CapiCluster, RolloutError> {
     let mut topology = match m.capi {
         CapiVersion::V1beta1 => json!({"class": m.class}),
         CapiVersion::V1beta2 => json!({"classRef": {"name": m.class}}),
@@ -269,7 +259,7 @@ async fn apply_move(ctx: &RolloutContext, m: &Move) -> Result<RolloutCluster, Ro
         .patch(&m.cluster.name, &pp, &Patch::Apply(&body))
         .await
         .map_err(|source| RolloutError::Move { cluster: m.cluster.clone(), source })?;
-    let mut moved: RolloutCluster = serde_json::from_value(serde_json::to_value(answer)?)?;
+    let mut moved: CapiCluster = serde_json::from_value(serde_json::to_value(answer)?)?;
     crate::controller::runtime::watch::slim(&mut moved);
     moved.version = m.capi;
     Ok(moved)

@@ -1,94 +1,22 @@
 //! What the rollout decides on, read from the API objects: a Cluster trimmed to its topology,
-//! labels, generation and health conditions ([`RolloutCluster`], a typed view like
-//! [`CapiCluster`](crate::controller::runtime::clusters::CapiCluster), so a thousand Clusters in the watch
-//! store cost little), and the stack's releases ([`ReleaseView`]).
+//! labels, generation and health conditions (the operator's one typed view,
+//! [`CapiCluster`], from the one Cluster watch store the addon controller and the class usage
+//! index read too), and the stack's releases ([`ReleaseView`]).
+
+use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use crate::controller::runtime::clusters::ClassRef;
-use crate::controller::runtime::clusters::{
-    CAPI_GROUP, CapiVersion, ClusterKey, capi_cluster_resource, named_class, version_from_api_version,
-};
+use crate::api::ClusterAddon;
+use crate::controller::runtime::clusters::{CAPI_GROUP, CapiCluster, ClusterKey, named_class};
+pub use crate::controller::runtime::clusters::{ClusterCondition, Variable};
 use crate::release::ReleaseId;
 
-/// A CAPI `Cluster` as the rollout sees it.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct RolloutCluster {
-    #[serde(default, rename = "apiVersion", deserialize_with = "version_from_api_version")]
-    pub version: CapiVersion,
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: Spec,
-    #[serde(default)]
-    pub status: Status,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct Spec {
-    #[serde(default)]
-    pub topology: Option<Topology>,
-}
-
-/// `spec.topology`: v1beta1 `class`/`classNamespace`, v1beta2 `classRef`; the version and the
-/// variables.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Topology {
-    #[serde(default)]
-    pub class: Option<String>,
-    #[serde(default)]
-    pub class_namespace: Option<String>,
-    #[serde(default)]
-    pub class_ref: Option<ClassRef>,
-    #[serde(default)]
-    pub version: Option<String>,
-    #[serde(default)]
-    pub variables: Vec<Variable>,
-}
-
-/// One `spec.topology.variables` entry.
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
-pub struct Variable {
-    pub name: String,
-    #[serde(default)]
-    pub value: Value,
-}
-
-/// The status fields health is judged on.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Status {
-    #[serde(default)]
-    pub observed_generation: Option<i64>,
-    #[serde(default)]
-    pub phase: Option<String>,
-    #[serde(default)]
-    pub conditions: Vec<ClusterCondition>,
-}
-
-/// A Cluster condition (CAPI v1beta1 or metav1 shape; only these fields are read).
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
-pub struct ClusterCondition {
-    #[serde(default, rename = "type")]
-    pub type_: String,
-    #[serde(default)]
-    pub status: String,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub message: Option<String>,
-}
-
-capi_cluster_resource!(RolloutCluster);
-
-impl RolloutCluster {
-    pub fn key(&self) -> ClusterKey {
-        ClusterKey::of(&self.metadata)
-    }
-
+/// What the rollout reads of a Cluster (the view is the operator's one, shared with the addon
+/// controller and the class usage index).
+impl CapiCluster {
     /// The class name and namespace (the Cluster's own when unset), if the Cluster has one.
     pub fn class(&self) -> Option<(&str, String)> {
         let t = self.spec.topology.as_ref()?;
@@ -156,4 +84,121 @@ pub struct AddonView {
     /// The release whose addons are in the workload cluster.
     pub release: Option<String>,
     pub ready: bool,
+}
+
+/// A ClusterAddon as the rollout's watch store keeps it: its name, which Cluster it tracks and
+/// [`AddonView`]'s two fields. There is one ClusterAddon per managed Cluster, thousands of them;
+/// the whole object (its spec, the applied resources, stages and conditions in status) would
+/// cost several times as much in the store.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AddonRecord {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    spec: AddonRecordSpec,
+    #[serde(default)]
+    status: Option<AddonRecordStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AddonRecordSpec {
+    #[serde(default)]
+    cluster_ref: AddonClusterRef,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct AddonClusterRef {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct AddonRecordStatus {
+    #[serde(default)]
+    release: Option<String>,
+    #[serde(default)]
+    ready: bool,
+}
+
+impl AddonRecord {
+    /// The Cluster this ClusterAddon tracks (same namespace).
+    pub fn cluster_key(&self) -> Option<ClusterKey> {
+        Some(ClusterKey { namespace: self.metadata.namespace.clone()?, name: self.spec.cluster_ref.name.clone()? })
+    }
+
+    pub fn view(&self) -> AddonView {
+        let status = self.status.as_ref();
+        AddonView { release: status.and_then(|s| s.release.clone()), ready: status.is_some_and(|s| s.ready) }
+    }
+
+    /// Drops from the metadata what the store needs not keep: the store key (namespace, name)
+    /// stays.
+    pub fn trim(&mut self) {
+        let m = &mut self.metadata;
+        *m = ObjectMeta { name: m.name.take(), namespace: m.namespace.take(), ..ObjectMeta::default() };
+    }
+}
+
+impl kube::Resource for AddonRecord {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        <ClusterAddon as kube::Resource>::kind(&())
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        <ClusterAddon as kube::Resource>::group(&())
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        <ClusterAddon as kube::Resource>::version(&())
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        <ClusterAddon as kube::Resource>::plural(&())
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_addon_record_keeps_its_key_cluster_release_and_ready() {
+        let mut record: AddonRecord = serde_json::from_value(json!({
+            "apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterAddon",
+            "metadata": {"name": "cluster-addon-c1", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
+                         "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": "c1", "uid": "u-0"}]},
+            "spec": {"clusterRef": {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": "c1", "namespace": "team"}},
+            "status": {"release": "docker-ferrol-1-27-v2", "ready": true, "addonVersion": "v1",
+                       "resources": [{"kind": "ConfigMap", "name": "x", "status": "Synced"}],
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "AddonsApplied", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        record.trim();
+        assert_eq!(
+            record.metadata,
+            ObjectMeta {
+                name: Some("cluster-addon-c1".into()),
+                namespace: Some("team".into()),
+                ..ObjectMeta::default()
+            }
+        );
+        assert_eq!(record.cluster_key(), Some(ClusterKey { namespace: "team".into(), name: "c1".into() }));
+        assert_eq!(record.view(), AddonView { release: Some("docker-ferrol-1-27-v2".into()), ready: true });
+        let fresh: AddonRecord = serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "team"},
+            "spec": {"clusterRef": {"kind": "Cluster", "name": "c2"}}}))
+        .unwrap();
+        assert_eq!(fresh.view(), AddonView::default());
+        assert_eq!(
+            <AddonRecord as kube::Resource>::url_path(&(), Some("team")),
+            "/apis/clusterstack.x-k8s.io/v1alpha1/namespaces/team/clusteraddons"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! Which cluster-stack ClusterClasses the CAPI Clusters use.
 //!
 //! Clusters are read through [`CapiCluster`], a view with only the fields the operator decides
-//! on (the class, whether the control plane is initialised, metadata), so that no CAPI types are
-//! compiled in and thousands of Clusters in a watch store cost a few hundred bytes each;
+//! on (the class, the Kubernetes version and variables, whether the control plane is initialised,
+//! the health conditions, metadata), so that no CAPI types are compiled in and thousands of
+//! Clusters in the one watch store ([`super::cluster_watch`]) cost a few hundred bytes each;
 //! templates see the whole object, read when rendering. `cluster.x-k8s.io/v1beta1` names the
 //! class in `spec.topology.class` (+ `spec.topology.classNamespace`), `v1beta2` in
 //! `spec.topology.classRef.{name,namespace}`. Class names are compared as parsed [`ReleaseId`]s,
@@ -52,8 +53,9 @@ impl CapiVersion {
     }
 }
 
-/// A CAPI `Cluster`, trimmed to what the operator decides on; unknown fields are dropped when
-/// it is read.
+/// A CAPI `Cluster`, trimmed to what the operator decides on (the addon controller, the class
+/// usage index and the rollout read this one view, from one watch store); unknown fields are
+/// dropped when it is read.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct CapiCluster {
     /// From `apiVersion`: `cluster.x-k8s.io/v1beta1` reads as v1beta1, anything else as v1beta2.
@@ -67,8 +69,8 @@ pub struct CapiCluster {
     pub status: CapiClusterStatus,
 }
 
-/// Reads `apiVersion` as a [`CapiVersion`] (for every typed view of a Cluster).
-pub(crate) fn version_from_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<CapiVersion, D::Error> {
+/// Reads `apiVersion` as a [`CapiVersion`].
+fn version_from_api_version<'de, D: Deserializer<'de>>(d: D) -> Result<CapiVersion, D::Error> {
     let api_version = String::deserialize(d)?;
     Ok(if api_version == format!("{CAPI_GROUP}/v1beta1") { CapiVersion::V1beta1 } else { CapiVersion::V1beta2 })
 }
@@ -79,7 +81,8 @@ pub struct CapiClusterSpec {
     pub topology: Option<Topology>,
 }
 
-/// `spec.topology`: v1beta1 `class`/`classNamespace`, v1beta2 `classRef`.
+/// `spec.topology`: v1beta1 `class`/`classNamespace`, v1beta2 `classRef`; the Kubernetes
+/// version and the variables (a rollout moves and checks them).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Topology {
@@ -89,6 +92,10 @@ pub struct Topology {
     pub class_namespace: Option<String>,
     #[serde(default)]
     pub class_ref: Option<ClassRef>,
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub variables: Vec<Variable>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -99,13 +106,37 @@ pub struct ClassRef {
     pub namespace: Option<String>,
 }
 
+/// One `spec.topology.variables` entry.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+pub struct Variable {
+    pub name: String,
+    #[serde(default)]
+    pub value: serde_json::Value,
+}
+
 /// What the operator reads of `status`: whether the control plane is initialised (v1beta2
 /// `initialization.controlPlaneInitialized`, v1beta1 `controlPlaneReady` or the
-/// `ControlPlaneInitialized` condition).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+/// `ControlPlaneInitialized` condition), and the fields a rollout judges health on.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "RawStatus")]
 pub struct CapiClusterStatus {
     pub control_plane_initialized: bool,
+    pub observed_generation: Option<i64>,
+    pub phase: Option<String>,
+    pub conditions: Vec<ClusterCondition>,
+}
+
+/// A Cluster condition (CAPI v1beta1 or metav1 shape; only these fields are read).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+pub struct ClusterCondition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -116,7 +147,11 @@ struct RawStatus {
     #[serde(default)]
     control_plane_ready: Option<bool>,
     #[serde(default)]
-    conditions: Option<Vec<RawCondition>>,
+    observed_generation: Option<i64>,
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    conditions: Option<Vec<ClusterCondition>>,
 }
 
 #[derive(Deserialize)]
@@ -126,59 +161,45 @@ struct RawInitialization {
     control_plane_initialized: Option<bool>,
 }
 
-#[derive(Deserialize)]
-struct RawCondition {
-    #[serde(default, rename = "type")]
-    type_: String,
-    #[serde(default)]
-    status: String,
-}
-
 impl From<RawStatus> for CapiClusterStatus {
     fn from(raw: RawStatus) -> Self {
+        let conditions = raw.conditions.unwrap_or_default();
         let initialized = raw.initialization.and_then(|i| i.control_plane_initialized) == Some(true)
             || raw.control_plane_ready == Some(true)
-            || raw
-                .conditions
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "ControlPlaneInitialized" && c.status == "True");
-        CapiClusterStatus { control_plane_initialized: initialized }
+            || conditions.iter().any(|c| c.type_ == "ControlPlaneInitialized" && c.status == "True");
+        CapiClusterStatus {
+            control_plane_initialized: initialized,
+            observed_generation: raw.observed_generation,
+            phase: raw.phase,
+            conditions,
+        }
     }
 }
 
-/// Implements `kube::Resource` for a typed view of a CAPI `Cluster` (a struct with `metadata`),
-/// its dynamic type the [`CapiVersion`] it is read in.
-macro_rules! capi_cluster_resource {
-    ($view:ty) => {
-        impl kube::Resource for $view {
-            type DynamicType = $crate::controller::runtime::clusters::CapiVersion;
-            type Scope = k8s_openapi::NamespaceResourceScope;
+/// A [`CapiCluster`]'s dynamic type is the [`CapiVersion`] it is read in.
+impl kube::Resource for CapiCluster {
+    type DynamicType = CapiVersion;
+    type Scope = k8s_openapi::NamespaceResourceScope;
 
-            fn kind(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-                std::borrow::Cow::Borrowed("Cluster")
-            }
-            fn group(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-                std::borrow::Cow::Borrowed($crate::controller::runtime::clusters::CAPI_GROUP)
-            }
-            fn version(version: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-                std::borrow::Cow::Borrowed(version.as_str())
-            }
-            fn plural(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
-                std::borrow::Cow::Borrowed("clusters")
-            }
-            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
+    fn kind(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed("Cluster")
+    }
+    fn group(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(CAPI_GROUP)
+    }
+    fn version(version: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(version.as_str())
+    }
+    fn plural(_: &Self::DynamicType) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed("clusters")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
-pub(crate) use capi_cluster_resource;
-
-capi_cluster_resource!(CapiCluster);
 
 /// The class a topology names and the namespace it names (`None`: the Cluster's own), v1beta2's
 /// `classRef` first (a v1beta1 object has none); `None` when no class is named.
@@ -240,6 +261,14 @@ pub struct ClassUsage {
     pub class: ReleaseId,
     /// Namespace of the ClusterClass: `classNamespace` where set, else the Cluster's own.
     pub class_namespace: String,
+}
+
+/// The namespace of the ClusterClass a Cluster names (`classNamespace` where set, else the
+/// Cluster's own), without parsing the class name; `None` when it names no class.
+pub fn class_namespace_of(cluster: &CapiCluster) -> Option<&str> {
+    let topology = cluster.spec.topology.as_ref()?;
+    let (_, class_namespace) = named_class(topology.class_ref.as_ref(), &topology.class, &topology.class_namespace)?;
+    Some(class_namespace.unwrap_or_else(|| cluster.metadata.namespace.as_deref().unwrap_or_default()))
 }
 
 /// The class usage of one Cluster, or `None` when it has no managed topology,

@@ -1,6 +1,6 @@
 //! Watches instead of polls, for everything the cluster can tell us.
 //!
-//! - **CAPI Clusters** (the newest served of v1beta2/v1beta1; none served is fine): one shared
+//! - **CAPI Clusters** (through the one Cluster watch, [`super::cluster_watch`]): one shared
 //!   index of which Cluster uses which release's ClusterClass. A Cluster created, moved to another
 //!   class or deleted triggers the ClusterStacks of the class's namespace and the release itself;
 //!   "in use" is answered from the index, never by listing Clusters.
@@ -31,7 +31,8 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackRollout};
 use crate::apply::{RELEASE_LABEL, RELEASE_NAMESPACE_LABEL};
 
-use super::clusters::{CapiCluster, CapiVersion, ClassUsage, ClusterKey, class_usage};
+use super::cluster_watch::ClusterFeed;
+use super::clusters::ClassUsage;
 use super::context::Context;
 use crate::controller::STACK_LABEL;
 use crate::util::lock;
@@ -74,18 +75,13 @@ pub struct ClustersNotSynced;
 /// Told `namespace/tag` of a release whose applied object someone else changed.
 type ReleaseChanged = Box<dyn Fn(&str) + Send + Sync>;
 
-#[derive(Default)]
-struct ClusterIndex {
-    usages: HashMap<ClusterKey, ClassUsage>,
-    synced: bool,
-}
-
 /// The watch state shared by the controllers (in the [`Context`]).
 pub struct Watches {
     stacks_tx: UnboundedSender<ObjectRef<ClusterStack>>,
     releases_tx: UnboundedSender<ObjectRef<ClusterStackRelease>>,
     streams: Mutex<Option<TriggerStreams>>,
-    clusters: Mutex<ClusterIndex>,
+    /// The one watch of CAPI Clusters: its store and subscribers.
+    pub cluster_feed: ClusterFeed,
     clusters_synced: tokio::sync::watch::Sender<bool>,
     kinds: Mutex<HashSet<GroupVersionKind>>,
     stack_store: OnceLock<Store<ClusterStack>>,
@@ -116,7 +112,7 @@ impl Watches {
             stacks_tx,
             releases_tx,
             streams: Mutex::new(Some(TriggerStreams { stacks, releases })),
-            clusters: Mutex::default(),
+            cluster_feed: ClusterFeed::default(),
             clusters_synced: tokio::sync::watch::Sender::new(false),
             kinds: Mutex::default(),
             stack_store: OnceLock::new(),
@@ -213,145 +209,35 @@ impl Watches {
     }
 
     /// The class usages of the Clusters whose class lives in `class_namespace` (only those: a
-    /// copy of every Cluster's per reconcile costs megabytes with thousands of Clusters), once
-    /// the Cluster index is synced (waits up to 30 s for it); an error when it is not: without
-    /// the usages a plan could delete a release in use.
+    /// copy of every Cluster's per reconcile costs megabytes with thousands of Clusters), read
+    /// from the Cluster watch's store once it is synced (waits up to 30 s for it); an error when
+    /// it is not: without the usages a plan could delete a release in use.
     pub async fn cluster_usages_in(&self, class_namespace: &str) -> Result<Vec<ClassUsage>, ClustersNotSynced> {
         let mut synced = self.clusters_synced.subscribe();
         let waited = tokio::time::timeout(std::time::Duration::from_secs(30), synced.wait_for(|s| *s)).await;
         if !matches!(waited, Ok(Ok(_))) {
             return Err(ClustersNotSynced);
         }
-        Ok(lock(&self.clusters).usages.values().filter(|u| u.class_namespace == class_namespace).cloned().collect())
+        Ok(self.cluster_feed.usages_in(class_namespace))
     }
 
-    /// Whether the Cluster index is synced.
+    /// Whether the Cluster watch has listed every Cluster (or found Cluster API not served).
     pub fn clusters_synced(&self) -> bool {
-        lock(&self.clusters).synced
+        *self.clusters_synced.borrow()
     }
 
-    fn usage_changed(&self, usage: &ClassUsage) {
+    /// A Cluster's class usage appeared or went: its release and the stacks of the class's
+    /// namespace decide again (whether the release is in use).
+    pub(super) fn usage_changed(&self, usage: &ClassUsage) {
         let tag = usage.class.tag();
         tracing::debug!(cluster = %usage.cluster, release = %tag, "Cluster class usage changed");
         self.trigger_release(&usage.class_namespace, &tag);
         self.trigger_stacks_in(&usage.class_namespace);
     }
 
-    fn apply_cluster(&self, obj: &CapiCluster) {
-        self.set_usage(obj.key(), class_usage(obj));
-    }
-
-    fn set_usage(&self, key: ClusterKey, new: Option<ClassUsage>) {
-        let old = {
-            let mut idx = lock(&self.clusters);
-            match &new {
-                Some(u) => idx.usages.insert(key, u.clone()),
-                None => idx.usages.remove(&key),
-            }
-        };
-        if old != new {
-            for u in old.iter().chain(new.iter()) {
-                self.usage_changed(u);
-            }
-        }
-    }
-
-    fn delete_cluster(&self, obj: &CapiCluster) {
-        let old = lock(&self.clusters).usages.remove(&obj.key());
-        if let Some(u) = old {
-            self.usage_changed(&u);
-        }
-    }
-
-    fn mark_clusters_synced(&self) {
-        lock(&self.clusters).synced = true;
+    pub(super) fn mark_clusters_synced(&self) {
         self.clusters_synced.send_replace(true);
     }
-}
-
-/// Starts the Cluster index: the newest served Cluster version, or none (then every answer is
-/// "not in use", and the index counts as synced).
-pub fn start_clusters(ctx: &Arc<Context>) {
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
-        let served = tokio::select! {
-            v = served_cluster_version(&ctx) => v,
-            () = ctx.watches.stop.cancelled() => return,
-        };
-        let Some(version) = served else {
-            tracing::info!("Cluster API is not installed: no Cluster uses any release");
-            ctx.watches.mark_clusters_synced();
-            return;
-        };
-        let api: Api<CapiCluster> = Api::all_with(ctx.client.clone(), &version);
-        // Only the usages of a re-list are kept until it is done, not the Clusters.
-        let mut fresh: Option<HashMap<ClusterKey, Option<ClassUsage>>> = None;
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
-        futures::pin_mut!(stream);
-        loop {
-            let event = tokio::select! {
-                e = stream.try_next() => e,
-                () = ctx.watches.stop.cancelled() => return,
-            };
-            match event {
-                Ok(Some(watcher::Event::Init)) => fresh = Some(HashMap::new()),
-                Ok(Some(watcher::Event::InitApply(obj))) => {
-                    if let Some(f) = fresh.as_mut() {
-                        f.insert(obj.key(), class_usage(&obj));
-                    }
-                }
-                Ok(Some(watcher::Event::InitDone)) => {
-                    let objects = fresh.take().unwrap_or_default();
-                    // Clusters gone while the watch was down.
-                    let gone: Vec<ClusterKey> = {
-                        let idx = lock(&ctx.watches.clusters);
-                        idx.usages.keys().filter(|k| !objects.contains_key(*k)).cloned().collect()
-                    };
-                    for key in gone {
-                        let old = lock(&ctx.watches.clusters).usages.remove(&key);
-                        if let Some(u) = old {
-                            ctx.watches.usage_changed(&u);
-                        }
-                    }
-                    for (key, usage) in objects {
-                        ctx.watches.set_usage(key, usage);
-                    }
-                    ctx.watches.mark_clusters_synced();
-                }
-                Ok(Some(watcher::Event::Apply(obj))) => ctx.watches.apply_cluster(&obj),
-                Ok(Some(watcher::Event::Delete(obj))) => ctx.watches.delete_cluster(&obj),
-                Ok(None) => return,
-                Err(e) => tracing::warn!(error = %e, "the Cluster watch failed; retrying"),
-            }
-        }
-    });
-}
-
-/// The newest Cluster API version served, `None` when none is. A failed discovery is asked again
-/// (with the controllers' backoff), never read as "not installed": an index wrongly empty and
-/// synced would let a plan delete releases in use, and an addon controller that gave up would
-/// never run.
-pub async fn served_cluster_version(ctx: &Context) -> Option<CapiVersion> {
-    let backoff = super::backoff::Backoff::new(ctx.settings.backoff, ctx.random.clone());
-    loop {
-        match first_served(ctx).await {
-            Ok(version) => return version,
-            Err(e) => {
-                let delay = backoff.failure("capi");
-                tracing::warn!(error = %e, retry_in = ?delay, "discovering CAPI Clusters failed");
-                tokio::time::sleep(delay).await;
-            }
-        }
-    }
-}
-
-async fn first_served(ctx: &Context) -> Result<Option<CapiVersion>, kube::Error> {
-    for version in CapiVersion::ALL {
-        if ctx.applier.discovery().resolve(&version.gvk()).await?.is_some() {
-            return Ok(Some(version));
-        }
-    }
-    Ok(None)
 }
 
 /// Watches objects of `gvk` carrying our release label (metadata only), once per kind: applied
