@@ -307,6 +307,6 @@ mod tests {
         assert_eq!(first.dyntype, CapiVersion::V1beta1);
         assert!(everything.next().await.is_some());
         assert!(new_only.next().await.is_some());
-        assert!(new_only.try_next().is_err(), "the change of a known Cluster is not wanted");
+        assert!(new_only.try_recv().is_err(), "the change of a known Cluster is not wanted");
     }
 }
