@@ -256,11 +256,20 @@ fn printing_chart(dir: &Path) {
         dir,
         &[
             ("Chart.yaml", "apiVersion: v2\nname: printing\nversion: 1.0.0\n"),
-            ("crds/b.yaml", "# a CRD file, printed as it is\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: bs.example.com\n\n\n"),
-            ("crds/a.yml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: as.example.com}  # flow\n"),
+            (
+                "crds/b.yaml",
+                "# a CRD file, printed as it is\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: bs.example.com\n\n\n",
+            ),
+            (
+                "crds/a.yml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: as.example.com}  # flow\n",
+            ),
             ("crds/notes.txt", "not a manifest\n"),
             ("charts/sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 0.1.0\n"),
-            ("charts/sub/crds/c.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: cs.example.com\n"),
+            (
+                "charts/sub/crds/c.yaml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: cs.example.com\n",
+            ),
             ("charts/sub/templates/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: sub   \n\n"),
             (
                 "templates/all.yaml",
@@ -306,7 +315,10 @@ fn yaml_output_fails_where_helm_fails() {
             // A CRD file helm never reads: not an error.
             ("crds/broken.yaml", "kind: [\n"),
             ("templates/ok.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\n"),
-            ("templates/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [1, 2\n"),
+            (
+                "templates/broken.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [1, 2\n",
+            ),
         ],
     );
     let out = run(&["render", "rel", chart_dir.to_str().unwrap(), "--include-crds"]);
@@ -315,7 +327,8 @@ fn yaml_output_fails_where_helm_fails() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("templates/broken.yaml") && stderr.contains("not valid YAML"), "{stderr}");
     let Some(helm) = helm() else { return };
-    let theirs = Command::new(helm).args(["template", "rel", chart_dir.to_str().unwrap(), "--include-crds"]).output().unwrap();
+    let theirs =
+        Command::new(helm).args(["template", "rel", chart_dir.to_str().unwrap(), "--include-crds"]).output().unwrap();
     assert!(!theirs.status.success());
     let stderr = String::from_utf8_lossy(&theirs.stderr);
     assert!(stderr.contains("YAML parse error on bad/templates/broken.yaml"), "{stderr}");

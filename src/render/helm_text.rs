@@ -26,7 +26,7 @@ pub struct HelmText {
     hooks: Vec<(usize, Range<usize>)>,
     /// Documents helm prints but no API server accepts (their `document` is the head only).
     pub unaccepted: Vec<UnacceptedDocument>,
-    /// Whether anything but blank CRD files and comments was rendered.
+    /// Whether anything is printed but blank CRD files (helm then prints an empty line).
     pub rendered_anything: bool,
 }
 
@@ -81,23 +81,22 @@ pub fn template_helm_release(
             let hook = read.as_ref().ok().and_then(helm_render::hook_in_head);
             let document = objects::helm_document(&label, i + 1, read)?;
             if let Some(hook) = &hook {
-                let is_test = hook.split(',').any(|h| matches!(h.trim().to_lowercase().as_str(), "test" | "test-success"));
+                let is_test =
+                    hook.split(',').any(|h| matches!(h.trim().to_lowercase().as_str(), "test" | "test-success"));
                 if !helm_render::known_hook(hook) || (skip_tests && is_test) {
                     continue;
                 }
             }
             match document {
+                // Comments only: helm prints it all the same.
                 HelmDocument::Empty => {}
                 HelmDocument::Object(head) => {
                     heads.push(*head);
                     sources.push(label.clone());
-                    text.rendered_anything = true;
                 }
-                HelmDocument::Unaccepted(document) => {
-                    text.unaccepted.push(document);
-                    text.rendered_anything = true;
-                }
+                HelmDocument::Unaccepted(document) => text.unaccepted.push(document),
             }
+            text.rendered_anything = true;
             let list = if hook.is_some() { &mut hooks } else { &mut manifests };
             list.push((kind, t, range));
         }
