@@ -18,6 +18,7 @@ mod math;
 mod paths;
 mod reflect;
 mod regex;
+mod rsa_keys;
 pub mod semver;
 mod strings;
 
