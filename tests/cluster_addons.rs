@@ -101,8 +101,19 @@ fn ready_reason(status: &Value) -> String {
 }
 
 fn context(mgmt: &ApiServer, repo: &Path, cache: &Path, wait_deadline: Duration) -> Arc<AddonContext> {
+    context_with(mgmt, repo, cache, wait_deadline, |_| {})
+}
+
+fn context_with(
+    mgmt: &ApiServer,
+    repo: &Path,
+    cache: &Path,
+    wait_deadline: Duration,
+    settings: impl FnOnce(&mut Settings),
+) -> Arc<AddonContext> {
     let mut s = Settings::new(SourceSpec::dir(repo), cache);
     s.backoff.base = Duration::from_millis(100);
+    settings(&mut s);
     let ctx = Arc::new(Context::new(mgmt.client(), s, Arc::new(Metrics::new())).unwrap());
     Arc::new(AddonContext::new(
         ctx,
@@ -373,6 +384,48 @@ async fn hostile_platform_values_fail_that_cluster_only_and_good_ones_are_merged
     pass(&actx, &mgmt, "good").await.unwrap();
     let d = work2.get_object("apps/v1", "Deployment", Some("kube-system"), "metrics-server").unwrap();
     assert!(d.to_string().contains("registry.example/metrics-server:platform"), "platform values win: {d}");
+}
+
+/// Addons rendering more objects than `--max-objects-per-release` are refused before anything
+/// reaches the workload cluster (the ClusterAddon status lists each object: it must fit), with a
+/// stalled condition naming the count and the cap, one warning Event, and a backoff; within the
+/// cap they are applied.
+#[tokio::test]
+async fn addons_past_the_object_cap_are_refused_whole() {
+    let (mgmt, work) = (management().await, ApiServer::start().await);
+    let cache = tempfile::tempdir().unwrap();
+    // How many objects the sample's addons render, applied under the default cap.
+    let roomy = context(&mgmt, &releases_dir(), cache.path(), Duration::from_secs(600));
+    put_kubeconfig(&mgmt, "c1", &work.url());
+    put_cluster(&mgmt, "c1", "docker-ferrol-1-27-v1", true);
+    let _ = pass(&roomy, &mgmt, "c1").await;
+    let count = work.requests().iter().filter(|r| r.verb == "patch").count();
+    assert!(count >= 2, "the sample's addons apply several objects: {count}");
+
+    let (mgmt, work) = (management().await, ApiServer::start().await);
+    let cache = tempfile::tempdir().unwrap();
+    let cap = count - 1;
+    let tight = context_with(&mgmt, &releases_dir(), cache.path(), Duration::from_secs(600), |s| {
+        s.max_objects_per_release = cap
+    });
+    put_kubeconfig(&mgmt, "c1", &work.url());
+    put_cluster(&mgmt, "c1", "docker-ferrol-1-27-v1", true);
+    for _ in 0..2 {
+        let e = pass(&tight, &mgmt, "c1").await.unwrap_err();
+        assert!(e.contains(&format!("the {cap} allowed per release")) && e.contains("nothing was applied"), "{e}");
+    }
+    assert_eq!(workload_writes(&work), 0, "nothing reaches the workload cluster");
+    let status = addon_status(&mgmt, "c1");
+    assert!(ready_reason(&status).starts_with(reason::TOO_MANY_OBJECTS), "{status}");
+    let stalled =
+        status["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Stalled" && c["status"] == "True");
+    assert!(stalled, "a refused render needs a change: {status}");
+    let events: Vec<_> = mgmt
+        .list_objects("events.k8s.io/v1", "Event")
+        .into_iter()
+        .filter(|e| e["reason"] == reason::TOO_MANY_OBJECTS)
+        .collect();
+    assert_eq!(events.len(), 1, "one Event, not one per retry: {events:?}");
 }
 
 #[tokio::test]

@@ -21,6 +21,9 @@ pub enum Error {
     /// The addons do not render (a template error, `clusteraddon.yaml` unreadable).
     #[error("{0}")]
     Render(String),
+    /// The addons render more objects than `--max-objects-per-release` allows: nothing applied.
+    #[error("{0}")]
+    TooManyObjects(String),
     /// Objects were not applied into, or not deleted from, the workload cluster.
     #[error("{0}")]
     Apply(String),
@@ -41,6 +44,7 @@ impl Error {
             Error::Config(_) => "Config",
             Error::WorkloadUnreachable { .. } => "WorkloadUnreachable",
             Error::Render(_) => "Render",
+            Error::TooManyObjects(_) => "TooManyObjects",
             Error::Apply(_) => "Apply",
             Error::StageTimeout(_) => "StageTimeout",
             Error::Serialize(_) => "Serialize",
@@ -62,6 +66,7 @@ mod tests {
             (Error::Config("metadata.yaml".into()), "Config"),
             (Error::WorkloadUnreachable { cluster, message: "no kubeconfig".into() }, "WorkloadUnreachable"),
             (Error::Render("template".into()), "Render"),
+            (Error::TooManyObjects("6000 objects".into()), "TooManyObjects"),
             (Error::Apply("2 objects not applied".into()), "Apply"),
             (Error::StageTimeout("waitForPostCondition".into()), "StageTimeout"),
             (Error::Serialize(bad_json), "Serialize"),

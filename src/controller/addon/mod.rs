@@ -47,7 +47,7 @@ use crate::apply::ReleaseOwner;
 
 use crate::controller::runtime::backoff::Backoff;
 use crate::controller::runtime::clusters::{CapiCluster, ClassUsage, ClusterKey, class_usage};
-use crate::controller::runtime::context::Context;
+use crate::controller::runtime::context::{Context, too_many_objects_message};
 use crate::util::lock;
 
 pub use decide::Decision;
@@ -79,6 +79,7 @@ pub mod reason {
     pub const RELEASE_NOT_READY: &str = "ReleaseNotReady";
     pub const WORKLOAD_UNREACHABLE: &str = "WorkloadClusterUnreachable";
     pub const RENDER_FAILED: &str = "RenderFailed";
+    pub const TOO_MANY_OBJECTS: &str = "TooManyObjects";
     pub const STAGE_RUNNING: &str = "StageRunning";
     pub const STAGE_FAILED: &str = "StageFailed";
     pub const APPLY_FAILED: &str = "ApplyFailed";
@@ -87,7 +88,7 @@ pub mod reason {
 }
 
 /// `Ready` reasons of a ClusterAddon that mean kstatus `Stalled`.
-pub const ADDON_STALLED_REASONS: &[&str] = &[reason::STAGE_FAILED, reason::RENDER_FAILED];
+pub const ADDON_STALLED_REASONS: &[&str] = &[reason::STAGE_FAILED, reason::RENDER_FAILED, reason::TOO_MANY_OBJECTS];
 
 /// Settings of the ClusterAddon controller.
 #[derive(Debug, Clone)]
@@ -276,19 +277,26 @@ async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &Add
     let values = match platform_values(ctx, &pass.addon, &usage.cluster.namespace).await {
         Ok(v) => v,
         Err(message) => {
-            pass.condition(false, reason::RENDER_FAILED, message.clone());
-            pass.save().await?;
+            pass.fail(reason::RENDER_FAILED, "Render", &message).await?;
             return Err(Error::Config(message));
         }
     };
     let rendered = match render_release(&release, &usage.class, &usage.cluster.namespace, objects, values).await {
         Ok(r) => r,
         Err(message) => {
-            pass.condition(false, reason::RENDER_FAILED, message.clone());
-            pass.save().await?;
+            pass.fail(reason::RENDER_FAILED, "Render", &message).await?;
             return Err(Error::Render(message));
         }
     };
+    // Too many objects for one ClusterAddon status (it lists each) and for the workload
+    // cluster's API server: refused whole, before anything is applied.
+    let count: usize = rendered.charts.iter().map(|c| c.objects.len()).sum();
+    if count > ctx.settings.max_objects_per_release {
+        let what = format!("the addons of {tag}");
+        let message = too_many_objects_message(&what, count, ctx.settings.max_objects_per_release);
+        pass.fail(reason::TOO_MANY_OBJECTS, "Apply", &message).await?;
+        return Err(Error::TooManyObjects(message));
+    }
 
     let workload = match actx.workloads.get(&ctx.client, &usage.cluster).await {
         Ok(w) => w,

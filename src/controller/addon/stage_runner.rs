@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Resource as _, ResourceExt};
 use serde_json::Value;
 
 use crate::api::conditions::{self, FALSE, READY, TRUE};
@@ -45,6 +45,20 @@ impl Pass<'_> {
     }
 
     /// Writes the status when it changed.
+    /// A failure that needs a change to clear: `Ready=False` with `reason`, saved, and a warning
+    /// Event when the reason or message is new (not again on each backoff retry).
+    pub(super) async fn fail(&mut self, reason: &str, action: &str, message: &str) -> Result<(), Error> {
+        let new =
+            !self.status.conditions.iter().any(|c| c.type_ == READY && c.reason == reason && c.message == message);
+        self.condition(false, reason, message);
+        self.save().await?;
+        if new {
+            let reference = self.addon.object_ref(&());
+            self.actx.ctx.event(&reference, true, reason, action, message.to_string()).await;
+        }
+        Ok(())
+    }
+
     pub(super) async fn save(&mut self) -> Result<(), Error> {
         // The gauge follows the status even when nothing changed (a restarted operator starts empty).
         let cluster = &self.usage.cluster;

@@ -78,10 +78,7 @@ pub fn summarise(inventory: &Inventory) -> (bool, String) {
 
 /// The `Ready` message of a release refused for its size.
 pub fn too_many_objects_message(count: usize, cap: usize) -> String {
-    format!(
-        "the release renders {count} objects, more than the {cap} allowed per release \
-         (--max-objects-per-release): nothing was applied"
-    )
+    crate::controller::runtime::context::too_many_objects_message("the release", count, cap)
 }
 
 /// Builds the status of a ClusterStackRelease after a pass.

@@ -133,8 +133,9 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_RENDER_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub render_timeout: Duration,
 
-    /// Objects one release may apply: a release rendering more is refused before anything is
-    /// applied (`Ready=False`, reason `TooManyObjects`), so its status always fits.
+    /// Objects one release may apply: a release (or a Cluster's addons) rendering more is refused
+    /// before anything is applied (`Ready=False`, reason `TooManyObjects`), so its status always
+    /// fits.
     #[arg(long, env = "CLUSTERSTACK_MAX_OBJECTS_PER_RELEASE", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_objects_per_release: u32,
 

@@ -62,7 +62,8 @@ pub struct Settings {
     pub cache_grace: Duration,
     /// Deadline of each addon stage's wait condition.
     pub addon_wait_deadline: Duration,
-    /// A release rendering more objects is refused before anything is applied.
+    /// A release (or a Cluster's addons) rendering more objects is refused before anything is
+    /// applied.
     pub max_objects_per_release: usize,
     /// Where ClusterStacks' directory sources may point (`--allowed-directory-roots`); none by
     /// default. The default source is the operator's own setting and is not confined.
@@ -90,6 +91,16 @@ impl Settings {
             directory_roots: DirectoryRoots::default(),
         }
     }
+}
+
+/// Why a render of `count` objects is refused when it passes `cap` (`--max-objects-per-release`):
+/// the status listing them would not fit in one object, and the applies would hold the API server.
+/// `what` names the render: "the release", "the addons of docker-ferrol-1-27-v2".
+pub fn too_many_objects_message(what: &str, count: usize, cap: usize) -> String {
+    format!(
+        "{what} renders {count} objects, more than the {cap} allowed per release \
+         (--max-objects-per-release): nothing was applied"
+    )
 }
 
 /// The runtime every controller shares.
