@@ -246,3 +246,90 @@ fn documents_no_api_server_accepts_print_as_helm_prints_them_with_a_warning() {
     theirs.sort_by_key(|o| format!("{}/{}", o["kind"], o["metadata"]["name"]));
     assert_eq!(docs, theirs);
 }
+
+/// A chart whose output shows how helm prints: kinds in install order (unknown kinds last, by
+/// name), hooks after everything else in that order too, `helm test` hooks and unknown hook
+/// events left out, CRD files printed whole and unread (comments, `---` and all), comment-only
+/// documents, `---#` separators, trailing blank lines and a template without a final newline.
+fn printing_chart(dir: &Path) {
+    write(
+        dir,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: printing\nversion: 1.0.0\n"),
+            (
+                "crds/b.yaml",
+                "# a CRD file, printed as it is\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: bs.example.com\n\n\n",
+            ),
+            (
+                "crds/a.yml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: as.example.com}  # flow\n",
+            ),
+            ("crds/notes.txt", "not a manifest\n"),
+            ("charts/sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 0.1.0\n"),
+            (
+                "charts/sub/crds/c.yaml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: cs.example.com\n",
+            ),
+            ("charts/sub/templates/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: sub   \n\n"),
+            (
+                "templates/all.yaml",
+                "\n\n# leading comment\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n---\napiVersion: example.com/v1\nkind: Zebra\nmetadata:\n  name: z\n---# only a comment\n---\napiVersion: example.com/v1\nkind: Aardvark\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  text: |\n    ---\n    kept\n\n\n",
+            ),
+            (
+                "templates/hooks.yaml",
+                "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: pre-install,pre-upgrade\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: hook-sa\n  annotations:\n    \"helm.sh/hook\": post-install\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n  annotations:\n    helm.sh/hook: test\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: old\n  annotations:\n    helm.sh/hook: crd-install\n",
+            ),
+            ("templates/ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns"),
+            ("templates/NOTES.txt", "Thanks for installing {{ .Release.Name }}\n"),
+            ("templates/_helpers.tpl", "{{- define \"x\" }}x{{ end }}\n"),
+        ],
+    );
+}
+
+#[test]
+fn yaml_output_is_byte_for_byte_helms() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("printing");
+    printing_chart(&chart_dir);
+    let chart = chart_dir.to_str().unwrap();
+    let Some(helm) = helm() else { return };
+    for flags in [&["--include-crds"][..], &["--skip-tests"][..], &[][..]] {
+        let args = [&["rel", chart, "-n", "apps"][..], flags].concat();
+        let ours = run(&[&["render"][..], &args].concat());
+        assert!(ours.status.success(), "{flags:?}: {}", String::from_utf8_lossy(&ours.stderr));
+        let theirs = Command::new(&helm).arg("template").args(&args).output().unwrap();
+        assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
+        let (ours, theirs) = (String::from_utf8_lossy(&ours.stdout), String::from_utf8_lossy(&theirs.stdout));
+        assert_eq!(ours, theirs, "{flags:?}");
+    }
+}
+
+#[test]
+fn yaml_output_fails_where_helm_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("bad");
+    write(
+        &chart_dir,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: bad\nversion: 1.0.0\n"),
+            // A CRD file helm never reads: not an error.
+            ("crds/broken.yaml", "kind: [\n"),
+            ("templates/ok.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\n"),
+            (
+                "templates/broken.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [1, 2\n",
+            ),
+        ],
+    );
+    let out = run(&["render", "rel", chart_dir.to_str().unwrap(), "--include-crds"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("templates/broken.yaml") && stderr.contains("not valid YAML"), "{stderr}");
+    let Some(helm) = helm() else { return };
+    let theirs =
+        Command::new(helm).args(["template", "rel", chart_dir.to_str().unwrap(), "--include-crds"]).output().unwrap();
+    assert!(!theirs.status.success());
+    let stderr = String::from_utf8_lossy(&theirs.stderr);
+    assert!(stderr.contains("YAML parse error on bad/templates/broken.yaml"), "{stderr}");
+}

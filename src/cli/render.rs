@@ -133,6 +133,9 @@ pub(super) struct Charts {
 
 pub async fn run(args: RenderArgs) -> Result<(), CliError> {
     if let Some(chart) = plain_chart(&args)? {
+        if args.output == Format::Yaml {
+            return print_plain_chart(&chart, &args);
+        }
         let rendered = render_plain_chart(&chart, &args)?;
         return print_rendered(&rendered.objects, &rendered.unaccepted, args.output);
     }
@@ -262,8 +265,8 @@ fn plain_chart(args: &RenderArgs) -> Result<Option<PathBuf>, CliError> {
     Ok((engine == render::Engine::Helm && !class).then(|| path.to_path_buf()))
 }
 
-/// Renders a Helm chart as `helm template NAME CHART` does with the same flags.
-fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<render::RenderedChart, CliError> {
+/// What `helm template NAME CHART` is told by the same flags.
+fn plain_options(args: &RenderArgs) -> Result<helm_render::HelmOptions, CliError> {
     let mut opts = helm_render::HelmOptions::new(args.name().unwrap_or(HELM_DEFAULT_NAME), args.namespace.as_str());
     opts.kube_version = args.kube_version.clone();
     opts.include_crds = args.include_crds;
@@ -274,6 +277,32 @@ fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<render::Rendere
             helm_render::values::parse_values(&text).map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
         render::merge_values(&mut opts.values, values);
     }
+    Ok(opts)
+}
+
+/// Prints a Helm chart as `helm template NAME CHART` prints it with the same flags: each
+/// document's text in helm's order (objects are built only for `-o json`).
+fn print_plain_chart(chart: &Path, args: &RenderArgs) -> Result<(), CliError> {
+    let opts = plain_options(args)?;
+    let text =
+        render::template_helm_release(chart, &opts, args.skip_tests).map_err(|e| CliError::Usage(e.to_string()))?;
+    if !text.rendered_anything {
+        return Err(CliError::Usage(format!("{}: the chart rendered no objects", chart.display())));
+    }
+    for document in &text.unaccepted {
+        eprintln!(
+            "warning: {document}: helm prints it, but no API server accepts it (the operator refuses the release)"
+        );
+    }
+    let write_error = |source| CliError::Write { path: "standard output".into(), source };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    text.write_to(&mut out).map_err(write_error)?;
+    std::io::Write::flush(&mut out).map_err(write_error)
+}
+
+/// Renders a Helm chart as `helm template NAME CHART` does with the same flags, into objects.
+fn render_plain_chart(chart: &Path, args: &RenderArgs) -> Result<render::RenderedChart, CliError> {
+    let opts = plain_options(args)?;
     let rendered =
         render::render_helm_release(chart, &opts, args.skip_tests).map_err(|e| CliError::Usage(e.to_string()))?;
     if rendered.objects.is_empty() && rendered.unaccepted.is_empty() {

@@ -14,6 +14,7 @@
 //! for duplicates and returned in apply order ([`sort_for_apply`]).
 
 mod engine;
+mod helm_text;
 mod jinja;
 mod objects;
 pub mod worker;
@@ -25,6 +26,7 @@ use serde::Deserialize;
 
 use crate::release::ReleaseId;
 
+pub use helm_text::{HelmText, template_helm_release};
 pub use objects::{ObjectKey, UnacceptedDocument};
 
 use crate::apply::sort_for_apply;

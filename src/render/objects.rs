@@ -133,15 +133,38 @@ pub(crate) fn helm_document(
             message: "is not a mapping with a metadata mapping, which helm needs to read its head".into(),
         });
     }
-    match check_object(file, index, value.clone()) {
-        Ok(object) => Ok(HelmDocument::Object(Box::new(object))),
-        Err(RenderError::InvalidObject { message, .. }) => Ok(HelmDocument::Unaccepted(UnacceptedDocument {
+    // Checked before the object is taken apart, so that a document no API server accepts is
+    // kept whole without a copy of every document.
+    if let Err(reason) = object_problem(&value) {
+        return Ok(HelmDocument::Unaccepted(UnacceptedDocument {
             file: file.to_string(),
             index,
-            reason: message,
+            reason,
             document: value,
-        })),
-        Err(e) => Err(e),
+        }));
+    }
+    check_object(file, index, value).map(|object| HelmDocument::Object(Box::new(object)))
+}
+
+/// What keeps an API server from accepting a document, as [`check_object`] finds it.
+fn object_problem(doc: &serde_json::Value) -> Result<(), String> {
+    let map = doc.as_object().ok_or("is not a mapping")?;
+    for field in ["apiVersion", "kind"] {
+        match map.get(field) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+            _ => return Err(format!("has no {field}")),
+        }
+    }
+    match map.get("metadata").and_then(|m| m.get("name")) {
+        Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+        _ => return Err("has no metadata.name".into()),
+    }
+    match map.get("metadata") {
+        Some(metadata) => {
+            use serde::Deserialize as _;
+            kube::api::ObjectMeta::deserialize(metadata).map(drop).map_err(|e| format!("metadata: {e}"))
+        }
+        None => Ok(()),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod ignore;
 pub mod load;
 pub mod objects;
 pub mod schema;
+pub mod sorter;
 pub mod sprig;
 pub mod values;
 pub mod yaml;
@@ -31,7 +32,7 @@ pub use load::{Chart, ChartFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
 
 pub use env::RenderEnv;
-pub use goyaml::{value_to_yaml, yaml_to_json, yaml_to_value};
+pub use goyaml::{value_to_yaml, yaml_head, yaml_to_json, yaml_to_value};
 pub use helmfuncs::helm_func_map;
 
 /// Why a chart did not render. The messages follow helm's: a template error names the file and
@@ -114,8 +115,55 @@ struct Renderable {
     renders: bool,
 }
 
+/// A file of a chart's `crds/` directory (or a subchart's), which `helm template
+/// --include-crds` prints whole and unread.
+#[derive(Debug, Clone)]
+pub struct CrdFile {
+    /// Helm's name of it: `chart/crds/x.yaml`, `chart/charts/sub/crds/y.yaml`.
+    pub path: String,
+    pub data: Arc<[u8]>,
+}
+
 /// Renders a chart into manifests, as `helm template` does.
 pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifest>, HelmError> {
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    let crds = render_templates(chart, opts, &mut |name, out| outputs.push((name, out)))?;
+    let mut manifests = Vec::new();
+    for crd in crds {
+        for doc in split_manifests(&String::from_utf8_lossy(&crd.data)) {
+            manifests.push(HelmManifest { source: crd.path.clone(), content: doc, hook: None });
+        }
+    }
+    outputs.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, out) in outputs {
+        for doc in split_manifests(&out) {
+            let hook = hook_of(&doc);
+            if hook.as_deref().is_some_and(|h| !known_hook(h)) {
+                continue;
+            }
+            manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
+        }
+    }
+    Ok(manifests)
+}
+
+/// Whether helm's manifest sorter keeps a document with this `helm.sh/hook` annotation: it drops
+/// one naming an event it does not know (Helm 2's `crd-install`, a typo), with only a log line.
+pub fn known_hook(annotation: &str) -> bool {
+    annotation.split(',').all(|e| KNOWN_HOOKS.contains(&e.trim().to_lowercase().as_str()))
+}
+
+/// Renders the chart's templates as helm's engine does and hands each output to `sink` as it
+/// is rendered, with its template's name (`chart/templates/x.yaml`), `<no value>` removed; the
+/// outputs helm's sorter skips (`NOTES.txt`, blank ones) are left out. Rendering is in helm's
+/// parse order, not by name: helm sorts the outputs by name before it splits them. Returns the
+/// `crds/` files of the charts left after dependency processing when `opts.include_crds`, in
+/// helm's order.
+pub fn render_templates(
+    chart: &Chart,
+    opts: &HelmOptions,
+    sink: &mut dyn FnMut(String, String),
+) -> Result<Vec<CrdFile>, HelmError> {
     let label = chart.label.clone();
     let bad = |message: String| HelmError::Chart { chart: label.clone(), message };
     let user = match &opts.values {
@@ -161,11 +209,10 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
         map_methods: Some(objects::values_methods(typed)),
     };
     let mut env = RenderEnv::new(opts.seed, jiff::Zoned::now());
-    let mut manifests = Vec::new();
+    let mut crds = Vec::new();
     if opts.include_crds {
-        collect_crds(&chart, &chart.metadata.name, &mut manifests);
+        collect_crds(&chart, &chart.metadata.name, &mut crds);
     }
-    let mut outputs: Vec<(String, String)> = Vec::new();
     let mut total = 0usize;
     for r in &renderables {
         let base = r.name.rsplit('/').next().unwrap_or(&r.name);
@@ -195,28 +242,14 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
                 ),
             });
         }
-        // Helm's work-around: Go prints `<no value>` even with missingkey=zero.
-        outputs.push((r.name.clone(), out.replace("<no value>", "")));
-    }
-    outputs.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, out) in outputs {
-        if name.ends_with("NOTES.txt") || out.trim().is_empty() {
+        if r.name.ends_with("NOTES.txt") || out.trim().is_empty() {
             continue;
         }
-        for doc in split_manifests(&out) {
-            let hook = hook_of(&doc);
-            // Helm's manifest sorter drops a document whose hook annotation names an event it
-            // does not know (Helm 2's `crd-install`, a typo), with only a log line.
-            if hook
-                .as_deref()
-                .is_some_and(|h| h.split(',').any(|e| !KNOWN_HOOKS.contains(&e.trim().to_lowercase().as_str())))
-            {
-                continue;
-            }
-            manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
-        }
+        // Helm's work-around: Go prints `<no value>` even with missingkey=zero.
+        let out = if out.contains("<no value>") { out.replace("<no value>", "") } else { out };
+        sink(r.name.clone(), out);
     }
-    Ok(manifests)
+    Ok(crds)
 }
 
 /// What every chart's data shares.
@@ -275,16 +308,14 @@ fn collect(
     Value::map((*data).clone())
 }
 
-fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<HelmManifest>) {
+fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<CrdFile>) {
     for f in chart.crd_files() {
-        let is_manifest = [".yaml", ".yml", ".json"].iter().any(|e| f.name.ends_with(e));
-        if !is_manifest {
+        // Helm's `hasManifestExtension`: the extension in any case.
+        let ext = f.name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+        if !["yaml", "yml", "json"].contains(&ext.as_str()) {
             continue;
         }
-        let text = String::from_utf8_lossy(&f.data);
-        for doc in split_manifests(&text) {
-            out.push(HelmManifest { source: format!("{full_path}/{}", f.name), content: doc, hook: None });
-        }
+        out.push(CrdFile { path: format!("{full_path}/{}", f.name), data: f.data.clone() });
     }
     for dep in &chart.dependencies {
         collect_crds(dep, &format!("{full_path}/charts/{}", dep.name()), out);
@@ -295,23 +326,18 @@ fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<HelmManifest>) {
 /// `(?:^|\s*\n)---\s*` matches (so `---` directly followed by a comment or text, as `{{- end -}}`
 /// produces, separates documents too), each part trimmed, empty parts dropped.
 pub fn split_manifests(text: &str) -> Vec<String> {
+    manifest_parts(text).into_iter().map(|d| d.trim_end().to_string()).collect()
+}
+
+/// The documents of `text` exactly as helm's `SplitManifests` gives them and `helm template`
+/// prints them: the parts left of white space, the last one keeping its trailing white space.
+pub fn manifest_parts(text: &str) -> Vec<&str> {
     static SEP: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     // Go's `\s` is ASCII white space.
     let sep = SEP.get_or_init(|| {
         regex::Regex::new(r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*").unwrap_or_else(|e| unreachable!("{e}"))
     });
-    let mut docs = Vec::new();
-    for part in sep.split(text.trim()) {
-        push_doc(&mut docs, part);
-    }
-    docs
-}
-
-fn push_doc(docs: &mut Vec<String>, text: &str) {
-    let t = text.trim();
-    if !t.is_empty() {
-        docs.push(t.to_string());
-    }
+    sep.split(text.trim_start()).filter(|d| !d.trim().is_empty()).map(str::trim_start).collect()
 }
 
 /// The hook events helm knows (`test-success` is Helm 2's name of `test`).
@@ -328,12 +354,17 @@ const KNOWN_HOOKS: &[&str] = &[
     "test-success",
 ];
 
-fn hook_of(doc: &str) -> Option<String> {
+/// The `helm.sh/hook` annotation of a document, read as helm reads it (its head only).
+pub fn hook_of(doc: &str) -> Option<String> {
     if !doc.contains("helm.sh/hook") {
         return None;
     }
-    let v: serde_json::Value = serde_saphyr::from_str(doc).ok()?;
-    v.get("metadata")?.get("annotations")?.get("helm.sh/hook")?.as_str().map(str::to_string)
+    hook_in_head(&yaml_head(doc).ok()?)
+}
+
+/// The `helm.sh/hook` annotation of a document's head ([`yaml_head`]).
+pub fn hook_in_head(head: &serde_json::Value) -> Option<String> {
+    head.get("metadata")?.get("annotations")?.get("helm.sh/hook")?.as_str().map(str::to_string)
 }
 
 fn template_error(label: &str, e: &gotmpl::TemplateError) -> HelmError {

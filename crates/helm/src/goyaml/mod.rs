@@ -11,13 +11,16 @@
 //!   scalars (`y`/`yes`/`on`/`off` are booleans, `0777` octal, `1_000`),
 //!   then JSON, so every number is a `float64` and every key a string;
 //!   timestamps stay strings; `<<` merge keys; the first document only.
-//!   [`yaml_to_json`]: the same, straight into JSON (a rendered manifest).
+//!   [`yaml_to_json`]: the same, straight into JSON (a rendered manifest);
+//!   [`yaml_head`]: only its `apiVersion`, `kind` and `metadata`, the rest checked but not built.
 
 mod emitter;
+mod head;
 mod read;
 mod resolve;
 mod write;
 
+pub use head::yaml_head;
 pub use read::{yaml_to_json, yaml_to_value};
 pub use write::{marshal, pretty, value_to_yaml};
 

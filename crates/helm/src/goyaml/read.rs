@@ -54,7 +54,7 @@ fn float_to_json(f: f64) -> serde_json::Value {
     }
 }
 
-fn node_to_json(n: YNode) -> Result<serde_json::Value, String> {
+pub(super) fn node_to_json(n: YNode) -> Result<serde_json::Value, String> {
     Ok(match n {
         YNode::Null => serde_json::Value::Null,
         YNode::Bool(b) => serde_json::Value::Bool(b),
@@ -81,7 +81,7 @@ fn node_to_json(n: YNode) -> Result<serde_json::Value, String> {
 }
 
 /// A mapping key as JSON has it: a string, or go-yaml's error for a key JSON can't hold.
-fn map_key(k: &YNode) -> Result<String, String> {
+pub(super) fn map_key(k: &YNode) -> Result<String, String> {
     Ok(match k {
         YNode::Str(s) => s.clone(),
         YNode::Int(i) => i.to_string(),
@@ -165,13 +165,15 @@ pub(super) fn float32_key(f: f64) -> String {
 }
 
 pub(super) struct Reader<'a> {
-    text: &'a str,
-    parser: Parser<'a, granit_parser::StrInput<'a>>,
+    pub(super) text: &'a str,
+    pub(super) parser: Parser<'a, granit_parser::StrInput<'a>>,
     /// Anchored nodes and how many nodes each expands to.
     anchors: std::collections::HashMap<usize, (YNode, u64)>,
     /// Nodes built so far, aliases counted expanded: the alias budget.
     nodes: u64,
-    depth: usize,
+    pub(super) depth: usize,
+    /// An anchor or an alias was read (the head reader then reads the whole document).
+    pub(super) aliased: bool,
 }
 
 /// go-yaml v3's nesting limit.
@@ -286,17 +288,24 @@ pub(super) fn scan_quoted(line: &str, from: usize, quote: char) -> Option<()> {
     }
 }
 
+impl<'a> Reader<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        let mut options = granit_parser::Options::default();
+        options.set_emit_comments(false);
+        options.emit_unresolved_aliases = true;
+        Reader {
+            text,
+            parser: Parser::new_from_str_with_options(text, options),
+            anchors: Default::default(),
+            nodes: 0,
+            depth: 0,
+            aliased: false,
+        }
+    }
+}
+
 pub(super) fn parse_first_document_strict(text: &str) -> Result<Option<YNode>, String> {
-    let mut options = granit_parser::Options::default();
-    options.set_emit_comments(false);
-    options.emit_unresolved_aliases = true;
-    let mut r = Reader {
-        text,
-        parser: Parser::new_from_str_with_options(text, options),
-        anchors: Default::default(),
-        nodes: 0,
-        depth: 0,
-    };
+    let mut r = Reader::new(text);
     loop {
         match r.next()? {
             None | Some(Event::StreamEnd) => return Ok(None),
@@ -314,7 +323,7 @@ pub(super) fn parse_first_document_strict(text: &str) -> Result<Option<YNode>, S
 }
 
 impl<'a> Reader<'a> {
-    fn next(&mut self) -> Result<Option<Event<'a>>, String> {
+    pub(super) fn next(&mut self) -> Result<Option<Event<'a>>, String> {
         match self.parser.next_event() {
             None => Ok(None),
             Some(Ok((ev, _))) => Ok(Some(ev)),
@@ -322,7 +331,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn node(&mut self, ev: Event<'a>) -> Result<YNode, String> {
+    pub(super) fn node(&mut self, ev: Event<'a>) -> Result<YNode, String> {
         if self.depth >= MAX_DEPTH {
             return Err(format!("yaml: exceeded max depth of {MAX_DEPTH}"));
         }
@@ -337,6 +346,7 @@ impl<'a> Reader<'a> {
     /// which each alias to it charges to the budget.
     fn anchor(&mut self, anchor: usize, n: &YNode, before: u64) {
         if anchor != 0 {
+            self.aliased = true;
             self.anchors.insert(anchor, (n.clone(), self.nodes - before + 1));
         }
     }
@@ -345,6 +355,7 @@ impl<'a> Reader<'a> {
         let before = self.nodes;
         match ev {
             Event::Alias(id) => {
+                self.aliased = true;
                 let (n, size) = self.anchors.get(&id).ok_or_else(|| "unknown anchor referenced".to_string())?;
                 self.nodes += size;
                 if self.nodes > ALIAS_BUDGET + self.text.len() as u64 {
@@ -354,13 +365,7 @@ impl<'a> Reader<'a> {
             }
             Event::UnresolvedAlias(name) => Err(format!("unknown anchor '{name}' referenced")),
             Event::Scalar(value, style, anchor, tag) => {
-                let tag = tag.map(|t| {
-                    if t.handle() == "tag:yaml.org,2002:" || t.handle() == "!!" {
-                        format!("!!{}", t.suffix())
-                    } else {
-                        format!("{}{}", t.handle(), t.suffix())
-                    }
-                });
+                let tag = tag.map(|t| tag_name(&t));
                 let n = scalar(&value, style, tag.as_deref())?;
                 self.anchor(anchor, &n, before);
                 Ok(n)
@@ -417,6 +422,15 @@ impl<'a> Reader<'a> {
             }
             other => Err(format!("unexpected event {other:?}")),
         }
+    }
+}
+
+/// A tag as [`scalar`] takes it: YAML's own in the `!!` short form.
+pub(super) fn tag_name(t: &granit_parser::Tag) -> String {
+    if t.handle() == "tag:yaml.org,2002:" || t.handle() == "!!" {
+        format!("!!{}", t.suffix())
+    } else {
+        format!("{}{}", t.handle(), t.suffix())
     }
 }
 
