@@ -3,7 +3,7 @@
 //! other files. Hardened: paths stay inside the chart, links are refused,
 //! sizes are bounded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -225,7 +225,7 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
     }
     let ignore = match files.iter().find(|(n, _)| n == ".helmignore") {
         Some((_, data)) => {
-            IgnoreRules::parse(&String::from_utf8_lossy(data)).map_err(|m| err(label, format!(".helmignore: {m}")))?
+            IgnoreRules::parse(&crate::lossy_text(data)).map_err(|m| err(label, format!(".helmignore: {m}")))?
         }
         None => IgnoreRules::default(),
     };
@@ -235,20 +235,22 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
     let mut templates = Vec::new();
     let mut other = Vec::new();
     let mut subcharts: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+    // Every file under a directory asks about that directory again: asked once per chart.
+    let mut dirs = HashMap::new();
     for (name, data) in files {
-        if is_ignored(&ignore, &name) {
+        if is_ignored(&ignore, &name, &mut dirs) {
             continue;
         }
         match name.as_str() {
             "Chart.yaml" => {
-                let text = String::from_utf8_lossy(&data);
+                let text = crate::lossy_text(&data);
                 let raw = super::yaml::read_chart_yaml(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
                 let meta: Metadata =
                     serde_json::from_value(raw.clone()).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
                 metadata = Some((meta, raw));
             }
             "values.yaml" => {
-                values = super::values::parse_values(&String::from_utf8_lossy(&data))
+                values = super::values::parse_values(&crate::lossy_text(&data))
                     .map_err(|m| err(label, format!("values.yaml: {m}")))?;
             }
             "values.schema.json" => schema = Some(Arc::from(data)),
@@ -298,19 +300,70 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
     })
 }
 
-/// Whether a file or any directory above it is ignored.
-fn is_ignored(rules: &IgnoreRules, name: &str) -> bool {
-    let mut prefix = String::new();
-    let parts: Vec<&str> = name.split('/').collect();
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            prefix.push('/');
-        }
-        prefix.push_str(part);
-        let is_dir = i + 1 < parts.len();
-        if rules.ignored(&prefix, is_dir) {
+/// Whether a file or any directory above it is ignored; `dirs` remembers each directory's
+/// answer (it or a directory above it is ignored) for the chart's other files.
+fn is_ignored(rules: &IgnoreRules, name: &str, dirs: &mut HashMap<String, bool>) -> bool {
+    let mut above = false;
+    for (end, _) in name.match_indices('/') {
+        let dir = &name[..end];
+        above = match dirs.get(dir) {
+            Some(known) => *known,
+            None => {
+                let ignored = above || rules.ignored(dir, true);
+                dirs.insert(dir.to_string(), ignored);
+                ignored
+            }
+        };
+        if above {
             return true;
         }
     }
-    false
+    rules.ignored(name, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Helm's walk: a file is left out when it or any directory above it is ignored.
+    fn uncached(rules: &IgnoreRules, name: &str) -> bool {
+        let parts: Vec<&str> = name.split('/').collect();
+        (1..=parts.len()).any(|n| rules.ignored(&parts[..n].join("/"), n < parts.len()))
+    }
+
+    #[test]
+    fn remembered_directories_answer_as_the_walk_does() {
+        // Helm ignores whatever a negated pattern does not match: with and without one.
+        for text in ["skip/\n*.bak\n/top.txt\nnested/deep/\n", "skip/\n*.bak\n!keep.bak\nnested/deep/\n"] {
+            check(&IgnoreRules::parse(text).expect("rules"));
+        }
+        let rules = IgnoreRules::parse("skip/\n*.bak\n/top.txt\nnested/deep/\n").expect("rules");
+        let mut dirs = HashMap::new();
+        assert!(is_ignored(&rules, "templates/skip/b.yaml", &mut dirs));
+        assert!(is_ignored(&rules, "nested/deep/c.yaml", &mut dirs));
+        assert!(!is_ignored(&rules, "nested/shallow.yaml", &mut dirs));
+    }
+
+    fn check(rules: &IgnoreRules) {
+        let names = [
+            "skip/a.yaml",
+            "templates/skip/b.yaml",
+            "templates/x.bak",
+            "templates/keep.bak",
+            "top.txt",
+            "templates/top.txt",
+            "nested/deep/c.yaml",
+            "nested/shallow.yaml",
+            "nested/deep",
+            "templates//double.yaml",
+            "a/b/c/d/e.yaml",
+        ];
+        let mut dirs = HashMap::new();
+        // Twice, so the second round answers from what the first remembered.
+        for _ in 0..2 {
+            for name in names {
+                assert_eq!(is_ignored(rules, name, &mut dirs), uncached(rules, name), "{name}");
+            }
+        }
+    }
 }
