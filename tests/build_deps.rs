@@ -5,13 +5,15 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use clusterstack::package::build::{BuildOptions, build_release_with, collect_files, tarball};
 use clusterstack::package::deps::DependencyOptions;
 use sha2::{Digest, Sha256};
 
+#[path = "support/corpus.rs"]
+mod corpus;
 #[path = "support/registry.rs"]
 mod registry;
 use registry::Registry;
@@ -276,25 +278,6 @@ fn a_lock_out_of_sync_with_chart_yaml_is_refused() {
     assert!(err.contains("out of sync"), "{err}");
 }
 
-/// The corpus: `<repo>/../shared/helm-corpus` or `$CLUSTERSTACK_HELM_CORPUS`; under `CI=true` a
-/// missing corpus fails the test, otherwise it is skipped loudly.
-fn corpus(test: &str) -> Option<PathBuf> {
-    // `<repo>/../shared`; from a worktree under `<root>/wt/<branch>`, `<root>/shared`.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("CLUSTERSTACK_HELM_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
-        let near = root.join("../shared/helm-corpus");
-        if near.is_dir() { near } else { root.join("../../shared/helm-corpus") }
-    });
-    if dir.join("stacks").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: the helm corpus is missing at {} (CI=true)", dir.display());
-    }
-    eprintln!("\n*** SKIPPED {test}: no helm corpus at {} (set CLUSTERSTACK_HELM_CORPUS) ***\n", dir.display());
-    None
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     for (name, bytes) in collect_files(from).unwrap() {
         let path = to.join(name);
@@ -308,7 +291,9 @@ fn copy_dir(from: &Path, to: &Path) {
 /// 127.0.0.1 through `--helm-repo-mirror`-style rewrites.
 #[test]
 fn scs2_resolves_its_four_dependencies_from_a_loopback_repository() {
-    let Some(corpus) = corpus("scs2_resolves_its_four_dependencies_from_a_loopback_repository") else { return };
+    let Some(corpus) = corpus::require_corpus("scs2_resolves_its_four_dependencies_from_a_loopback_repository") else {
+        return;
+    };
     let src = tempfile::tempdir().unwrap();
     copy_dir(&corpus.join("stacks/openstack/scs2"), src.path());
     let repo = Repo::start();

@@ -18,8 +18,11 @@
 //! Where the corpus is: `$CLUSTERSTACK_HELM_CORPUS`, else `../shared/helm-corpus` beside the
 //! workspace. Under `CI=true` a missing corpus or helm fails; locally the test is skipped loudly.
 
+#[path = "support/corpus.rs"]
+mod corpus;
 #[path = "../crates/helm/tests/support/helm.rs"]
 mod helm;
+use corpus::require_corpus;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,30 +41,6 @@ const SKIPPED: &[(&str, &str)] = &[(
     "its addon charts are Chart.yaml dependencies in https:// Helm repositories, resolved by \
      `build` in issue 19 item 4 (branch h19-deps); only its class is compared here",
 )];
-
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = match std::env::var_os("CLUSTERSTACK_HELM_CORPUS").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/helm-corpus"),
-    };
-    dir.join("README.md").is_file().then_some(dir)
-}
-
-fn require_corpus(test: &str) -> Option<PathBuf> {
-    match corpus_dir() {
-        Some(dir) => Some(dir),
-        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{test}: the helm corpus is not at ../shared/helm-corpus and CLUSTERSTACK_HELM_CORPUS is not set")
-        }
-        None => {
-            eprintln!(
-                "\n*** SKIPPED: {test}: no helm corpus (../shared/helm-corpus beside the workspace, \
-                 or set CLUSTERSTACK_HELM_CORPUS) ***\n"
-            );
-            None
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Reading output as the API server gets it
@@ -370,14 +349,7 @@ fn report(test: &str, outcomes: &[Outcome]) {
 
 fn chart_cases(corpus: &Path) -> Vec<Case> {
     let dir = corpus.join("charts");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("corpus charts")
-        .flatten()
-        .filter(|e| e.path().join("Chart.yaml").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    corpus::chart_names(corpus)
         .into_iter()
         .map(|name| {
             let chart = dir.join(&name);

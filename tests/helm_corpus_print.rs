@@ -8,26 +8,13 @@
 //! `$CLUSTERSTACK_HELM_CORPUS`, else `../shared/helm-corpus`. Under `CI=true` a missing corpus or
 //! helm fails; locally the test is skipped loudly.
 
+#[path = "support/corpus.rs"]
+mod corpus;
 #[path = "../crates/helm/tests/support/helm.rs"]
 mod helm;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn corpus(test: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("CLUSTERSTACK_HELM_CORPUS").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/helm-corpus"),
-    };
-    if dir.join("README.md").is_file() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: the helm corpus is not at ../shared/helm-corpus and CLUSTERSTACK_HELM_CORPUS is not set");
-    }
-    eprintln!("\n*** SKIPPED: {test}: no helm corpus (set CLUSTERSTACK_HELM_CORPUS) ***\n");
-    None
-}
 
 /// `RELEASE CHART --namespace NS --skip-tests [--include-crds -f VALUES]`, as the README says.
 fn args(charts: &Path, name: &str) -> Vec<String> {
@@ -90,16 +77,10 @@ fn compare(name: &str, ours: &str, helm: &str, helm_again: impl Fn() -> Result<S
 #[test]
 fn corpus_charts_print_as_helm_prints_them() {
     let test = "corpus_charts_print_as_helm_prints_them";
-    let Some(corpus) = corpus(test) else { return };
+    let Some(corpus) = corpus::require_corpus(test) else { return };
     let Some(helm_bin) = helm::require_helm(test) else { return };
     let charts = corpus.join("charts");
-    let mut names: Vec<String> = std::fs::read_dir(&charts)
-        .expect("corpus charts")
-        .flatten()
-        .filter(|e| e.path().join("Chart.yaml").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = corpus::chart_names(&corpus);
     let helm_run = |args: &[String]| {
         let mut cmd = Command::new(&helm_bin);
         cmd.arg("template").args(args);
