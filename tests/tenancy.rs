@@ -286,6 +286,9 @@ async fn a_second_stack_of_the_same_class_in_a_namespace_takes_nothing_from_the_
     let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
     server.put_object(stack_with(TEAM_A, "first", None));
     wait_for("first's v3 ready", || ready_in(&server, TEAM_A, "docker-ferrol-1-27-v3")).await;
+    // From here on, an apply of the release can only be the second stack's. (Before, the first
+    // stack may apply it twice: a pass whose store has not yet seen its own create.)
+    server.clear_requests();
     // The same provider, name and Kubernetes version: the same release and class names.
     server.put_object(stack_with(TEAM_A, "second", None));
     wait_for("second told the name is taken", || {
@@ -312,7 +315,7 @@ async fn a_second_stack_of_the_same_class_in_a_namespace_takes_nothing_from_the_
             r.resource == "clusterstackreleases" && r.subresource.is_empty() && r.content_type.contains("apply-patch")
         })
         .count();
-    assert_eq!(handed_over, 1, "only the first stack's create");
+    assert_eq!(handed_over, 0, "the second stack applies nothing to the first's release");
     assert!(ready_in(&server, TEAM_A, "docker-ferrol-1-27-v3"));
     op.stop().await;
 }
