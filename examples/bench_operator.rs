@@ -121,6 +121,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The CPU time (user and system, all threads) process `pid` ("self" for this one) has used so
+/// far, in seconds; 0 when unreadable. Fields 14 and 15 of `/proc/<pid>/stat`, in USER_HZ (100).
+fn cpu_seconds(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // The command name (field 2) may hold spaces: count from the ')' that closes it.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // `rest` starts at field 3 (state): utime is field 14, stime field 15.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Waits until `check` holds (looking every 10 ms); how long it took, or `None` past `limit`.
 async fn wait(limit: Duration, check: impl FnMut() -> bool) -> Option<Duration> {
     common::wait_until(limit, Duration::from_millis(10), check).await
@@ -216,6 +228,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     by_kind.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let cold_github = fake.requests().len();
     let cold_rss = common::child_hwm_mib(child.id());
+    let (cold_cpu, double_cpu) = (cpu_seconds(&child.id().to_string()), cpu_seconds("self"));
 
     // Let the last status writes land, then one whole poll interval with nothing new.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -295,6 +308,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..size.samples {
         let c = format!("c-{i:05}");
         let namespace = ns(i % size.stacks.max(1));
+        let trace = i == 0 && std::env::var_os("BENCH_TRACE_MOVE").is_some();
+        if trace {
+            server.clear_requests();
+        }
+        let moved = Instant::now();
         server.put_object(cluster(&c, &namespace, &tag(3)));
         let gone = || {
             server
@@ -303,6 +321,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         if let Some(t) = wait(Duration::from_secs(30), gone).await {
             moves.push(t);
+        }
+        if trace {
+            // The requests of one move, in order (BENCH_TRACE_MOVE=1).
+            for r in server.requests() {
+                let at = r.at.saturating_duration_since(moved);
+                eprintln!(
+                    "move: +{at:?} {} {} {}/{} {} -> {}",
+                    r.verb, r.resource, r.namespace, r.name, r.subresource, r.status
+                );
+            }
         }
     }
     let rss = common::child_hwm_mib(child.id());
@@ -327,6 +355,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("    of which               {}", shown.join(", "));
     println!("  GitHub requests:         {cold_github} (asset downloads {})", fake.count(Route::Asset));
     println!("  operator peak RSS:       {cold_rss:.1} MiB");
+    println!(
+        "  CPU time:                operator {cold_cpu:.2} s, this process (API double, GitHub, checks) {double_cpu:.2} s"
+    );
     println!("quiet poll intervals ({intervals} measured, figures per interval):");
     println!("  API requests:            {:.1} (goal 0)", quiet.len() as f64 / f64::from(intervals));
     println!("  GitHub requests:         {quiet_github:.1} (goal {}, one per repository)", size.repos);

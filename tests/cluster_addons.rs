@@ -520,3 +520,34 @@ async fn a_helm_addon_printing_documents_no_api_server_accepts_is_not_applied_an
     }
     assert_eq!(workload_writes(&work), 0, "nothing of the release is applied");
 }
+
+#[tokio::test]
+async fn a_store_that_shows_no_cluster_addon_saves_the_read_and_a_stale_one_costs_nothing_else() {
+    let mgmt = management().await;
+    let cache = tempfile::tempdir().unwrap();
+    let actx = context(&mgmt, &releases_dir(), cache.path(), Duration::from_secs(600));
+    // The store the rollout controller keeps shows no ClusterAddon at all (stale for c2 below).
+    actx.ctx.watches.set_cluster_addon_lookup(|_, _| Some(false));
+    put_cluster(&mgmt, "c1", "docker-ferrol-1-27-v1", false);
+    mgmt.clear_requests();
+    pass(&actx, &mgmt, "c1").await.unwrap();
+    let on_addons = |mgmt: &ApiServer| -> Vec<String> {
+        mgmt.requests()
+            .iter()
+            .filter(|r| r.resource == "clusteraddons")
+            .map(|r| format!("{} {} {}", r.verb, r.subresource, r.status).trim_end().to_string())
+            .collect()
+    };
+    assert_eq!(on_addons(&mgmt), ["create  201", "patch status 200"], "created without a read first");
+
+    // c2's ClusterAddon exists though the store does not show it yet: the create is refused, the
+    // read follows, and the pass goes on with the existing object.
+    put_cluster(&mgmt, "c2", "docker-ferrol-1-27-v1", false);
+    let other = context(&mgmt, &releases_dir(), cache.path(), Duration::from_secs(600));
+    pass(&other, &mgmt, "c2").await.unwrap();
+    mgmt.clear_requests();
+    pass(&actx, &mgmt, "c2").await.unwrap();
+    assert_eq!(on_addons(&mgmt), ["create  409", "get  200"], "a stale store: refused create, then the read");
+    let status = addon_status(&mgmt, "c2");
+    assert!(ready_reason(&status).starts_with(reason::WAITING_FOR_CONTROL_PLANE), "{status}");
+}

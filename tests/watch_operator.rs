@@ -155,6 +155,40 @@ async fn a_quiet_period_sends_no_api_request() {
 }
 
 #[tokio::test]
+async fn a_new_release_is_created_in_one_request_with_its_finalizer() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    // v2 pinned, v3 the latest: two releases.
+    server.put_object(stack_in(NS, "ferrol", &["v2"], true, "1s"));
+    let v2 = "docker-ferrol-1-27-v2";
+    wait_within("v2 and v3 ready", WAIT, || ready_in(&server, NS, v2) && ready_in(&server, NS, V3)).await;
+    let requests = server.requests();
+    let on_releases = || requests.iter().filter(|r| r.resource == "clusterstackreleases" && r.subresource.is_empty());
+    let body_name = |r: &support::RequestRecord| r.body.as_ref().map(|b| b["metadata"]["name"].clone());
+    let mut created: Vec<String> = on_releases()
+        .filter(|r| r.verb == "create" && r.status == 201)
+        .filter_map(|r| body_name(r).and_then(|n| n.as_str().map(str::to_string)))
+        .collect();
+    created.sort();
+    assert_eq!(created, [v2, V3], "each release created once, by a create");
+    // No read before a create (a read follows only a create that found the name taken, by a
+    // pass whose store had not seen the release yet), and no patch adding the finalizer after it.
+    let refused = on_releases().filter(|r| r.verb == "create" && r.status == 409).count();
+    let reads = on_releases().filter(|r| r.verb == "get").count();
+    assert!(reads <= refused, "{reads} read(s) of a release, {refused} create(s) refused");
+    let finalizer_patches = on_releases()
+        .filter(|r| r.verb == "patch" && r.body.as_ref().is_some_and(|b| !b["metadata"]["finalizers"].is_null()))
+        .count();
+    assert_eq!(finalizer_patches, 0, "the finalizer comes with the create");
+    for tag in [v2, V3] {
+        let release = release_in(&server, NS, tag).unwrap();
+        assert_eq!(release["metadata"]["finalizers"], json!(["clusterstack.x-k8s.io/release-cleanup"]), "{release:#}");
+    }
+    op.stop().await;
+}
+
+#[tokio::test]
 async fn twenty_stacks_on_one_repository_cost_one_request_per_interval() {
     let server = server().await;
     let cache = tempfile::tempdir().unwrap();

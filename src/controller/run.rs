@@ -7,11 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio_util::sync::CancellationToken;
 
@@ -149,11 +151,29 @@ pub async fn run_with(
         reflector(stack_writer, watcher(stacks, by_shard()).modify(super::runtime::watch::slim)).applied_objects();
     let release_writer = reflector::store::Writer::<ClusterStackRelease>::default();
     let release_reader = release_writer.as_reader();
+    // The one watch of releases: besides the release controller, it triggers the owning stack
+    // and tells the rollout controller the namespace of every release created, changed or
+    // deleted (a watch each cost every release event decoded three times, and served three
+    // times by the API server).
+    let (owners_tx, owners) = futures::channel::mpsc::unbounded();
+    let (release_namespaces_tx, release_namespaces) = futures::channel::mpsc::unbounded();
     let release_stream =
         reflector(release_writer, watcher(releases.clone(), by_shard()).modify(super::runtime::watch::slim))
+            .inspect_ok(move |event| {
+                tell_release_event(
+                    event,
+                    |owner| {
+                        let _ = owners_tx.unbounded_send(owner);
+                    },
+                    // Nobody listens when Cluster API is not served (the rollout is idle).
+                    |ns| {
+                        let _ = release_namespaces_tx.unbounded_send(ns);
+                    },
+                )
+            })
             .applied_objects();
     let stack_ctrl = Controller::for_stream(stack_stream, stack_reader)
-        .owns(releases.clone(), by_shard())
+        .reconcile_on(owners)
         .reconcile_on(triggers.stacks)
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
@@ -195,7 +215,7 @@ pub async fn run_with(
     });
     let (stack_store, release_store) = (stack_ctrl.store(), release_ctrl.store());
     ctx.watches.set_stores(stack_store.clone(), release_store.clone());
-    super::rollout::start(ctx.clone(), shutdown.clone(), rollout_clusters);
+    super::rollout::start(ctx.clone(), shutdown.clone(), rollout_clusters, release_namespaces);
     super::runtime::cluster_watch::start_clusters(&ctx);
     let watch_stop = ctx.watches.stop.clone();
     let stop_watches = shutdown.clone();
@@ -245,6 +265,25 @@ pub async fn run_with(
     Ok(())
 }
 
+/// Tells of one event of the release watch: the owning ClusterStack of each release created,
+/// changed or deleted (as `Controller::owns` would, from a watch of its own), and its namespace.
+fn tell_release_event(
+    event: &watcher::Event<ClusterStackRelease>,
+    mut owner: impl FnMut(ObjectRef<ClusterStack>),
+    mut namespace: impl FnMut(String),
+) {
+    let (watcher::Event::Apply(release) | watcher::Event::InitApply(release) | watcher::Event::Delete(release)) = event
+    else {
+        return;
+    };
+    let Some(ns) = release.metadata.namespace.as_deref() else { return };
+    let (kind, api_version) = (ClusterStack::kind(&()), ClusterStack::api_version(&()));
+    for o in release.owner_references().iter().filter(|o| o.kind == kind && o.api_version == api_version) {
+        owner(ObjectRef::new(&o.name).within(ns));
+    }
+    namespace(ns.to_string());
+}
+
 /// Polls `wait` (a store's `wait_until_ready`) until it resolves; false when its writer is gone.
 async fn ready_soon<F, Fut, E>(wait: F) -> bool
 where
@@ -271,4 +310,45 @@ async fn serve(
             tracing::warn!(error = %e, "HTTP server failed");
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn release(owners: serde_json::Value) -> ClusterStackRelease {
+        serde_json::from_value(json!({
+            "apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterStackRelease",
+            "metadata": {"name": "docker-ferrol-1-27-v3", "namespace": "team-a", "ownerReferences": owners},
+            "spec": {}
+        }))
+        .unwrap()
+    }
+
+    fn told(event: &watcher::Event<ClusterStackRelease>) -> (Vec<String>, Vec<String>) {
+        let (mut owners, mut namespaces) = (Vec::new(), Vec::new());
+        tell_release_event(event, |o| owners.push(o.to_string()), |ns| namespaces.push(ns));
+        (owners, namespaces)
+    }
+
+    #[test]
+    fn a_release_event_triggers_its_owning_stack_and_names_its_namespace() {
+        let owned = release(json!([
+            {"apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterStack", "name": "ferrol", "uid": "u1", "controller": true},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "not-a-stack", "uid": "u2"}
+        ]));
+        let stack = ObjectRef::<ClusterStack>::new("ferrol").within("team-a").to_string();
+        for event in [
+            watcher::Event::Apply(owned.clone()),
+            watcher::Event::InitApply(owned.clone()),
+            watcher::Event::Delete(owned.clone()),
+        ] {
+            assert_eq!(told(&event), (vec![stack.clone()], vec!["team-a".to_string()]));
+        }
+        // Without an owning stack: only the rollouts hear of it.
+        assert_eq!(told(&watcher::Event::Apply(release(json!([])))), (vec![], vec!["team-a".to_string()]));
+        assert_eq!(told(&watcher::Event::Init), (vec![], vec![]));
+        assert_eq!(told(&watcher::Event::InitDone), (vec![], vec![]));
+    }
 }

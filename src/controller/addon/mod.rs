@@ -184,12 +184,20 @@ pub fn error_policy(cluster: Arc<CapiCluster>, error: &Error, actx: Arc<AddonCon
     Action::requeue(delay)
 }
 
-/// Creates the ClusterAddon of a Cluster when it is missing, owned by the Cluster.
-pub async fn ensure_cluster_addon(client: &kube::Client, cluster: &CapiCluster) -> Result<ClusterAddon, kube::Error> {
+/// Creates the ClusterAddon of a Cluster when it is missing, owned by the Cluster. `known`: whether
+/// a synced store of ClusterAddons shows it (`None`: no such store). Only a store that shows none
+/// saves the read: a store that lags a create costs a refused create and the read, as before.
+pub async fn ensure_cluster_addon(
+    client: &kube::Client,
+    cluster: &CapiCluster,
+    known: Option<bool>,
+) -> Result<ClusterAddon, kube::Error> {
     let ns = cluster.namespace().unwrap_or_default();
     let name = cluster_addon_name(&cluster.name_any());
     let api: Api<ClusterAddon> = Api::namespaced(client.clone(), &ns);
-    if let Some(existing) = api.get_opt(&name).await? {
+    if known != Some(false)
+        && let Some(existing) = api.get_opt(&name).await?
+    {
         return Ok(existing);
     }
     let api_version = cluster.api_version();
@@ -224,7 +232,8 @@ pub async fn ensure_cluster_addon(client: &kube::Client, cluster: &CapiCluster) 
 
 async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &AddonContext) -> Result<Action, Error> {
     let ctx = &actx.ctx;
-    let addon = ensure_cluster_addon(&ctx.client, cluster).await?;
+    let known = ctx.watches.cluster_addon_known(&usage.cluster.namespace, &cluster_addon_name(&usage.cluster.name));
+    let addon = ensure_cluster_addon(&ctx.client, cluster, known).await?;
     let status = addon.status.clone().unwrap_or_default();
     let mut pass = Pass { actx, usage, addon, status, now: Time(Timestamp::now()) };
 

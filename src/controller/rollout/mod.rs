@@ -26,15 +26,17 @@ pub mod context;
 pub mod reconcile;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::runtime::{reflector, reflector::store::Writer};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ClusterStackRelease, ClusterStackRollout};
+use crate::api::ClusterStackRollout;
 use crate::controller::runtime::context::Context;
 use crate::controller::runtime::watch::shard_selector;
 
@@ -43,13 +45,20 @@ use crate::controller::runtime::clusters::CapiCluster;
 use view::AddonRecord;
 
 /// Starts the rollout controller in the background until `shutdown`: waits for Cluster API to be
-/// served, then watches rollouts, ClusterAddons and releases, and reads the Clusters from the
-/// operator's one Cluster watch (`clusters`: every change, subscribed before the watch started);
-/// any change of these triggers the rollouts it may concern.
-pub fn start(shared: Arc<Context>, shutdown: CancellationToken, clusters: ClusterTriggers) {
+/// served, then watches rollouts and ClusterAddons, reads the Clusters from the operator's one
+/// Cluster watch (`clusters`: every change, subscribed before the watch started) and hears of
+/// releases from the release controller's watch (`release_namespaces`: the namespace of each
+/// release created, changed or deleted); any change of these triggers the rollouts it may
+/// concern.
+pub fn start(
+    shared: Arc<Context>,
+    shutdown: CancellationToken,
+    clusters: ClusterTriggers,
+    release_namespaces: UnboundedReceiver<String>,
+) {
     tokio::spawn(async move {
         tokio::select! {
-            () = run(shared, clusters) => {}
+            () = run(shared, clusters, release_namespaces) => {}
             () = shutdown.cancelled() => {}
         }
     });
@@ -61,30 +70,42 @@ pub fn wants(_old: Option<&CapiCluster>, _new: &CapiCluster) -> bool {
     true
 }
 
-async fn run(shared: Arc<Context>, clusters: ClusterTriggers) {
+async fn run(shared: Arc<Context>, clusters: ClusterTriggers, release_namespaces: UnboundedReceiver<String>) {
     let Some((capi, cluster_store)) = shared.watches.cluster_feed.served().await else {
         tracing::info!("no Cluster API served: the ClusterStackRollout controller is idle");
         return;
     };
     let client = shared.client.clone();
     let settings = &shared.settings;
-    let (rollouts, releases): (Api<ClusterStackRollout>, Api<ClusterStackRelease>) = match &settings.watch_namespace {
-        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+    let rollouts: Api<ClusterStackRollout> = match &settings.watch_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
     let selector = shard_selector(settings.shard.as_deref());
     let by_shard = watcher::Config::default().labels(&selector);
 
     let addon_writer = Writer::<AddonRecord>::default();
     let addon_store = addon_writer.as_reader();
+    // The ClusterAddon controller reads from this store whether a Cluster's ClusterAddon exists
+    // (a read saved per new Cluster), once it has listed them all.
+    let addons_listed = Arc::new(AtomicBool::new(false));
+    let (listed, lookup_store) = (addons_listed.clone(), addon_store.clone());
+    shared.watches.set_cluster_addon_lookup(move |ns, name| {
+        listed.load(Ordering::Acquire).then(|| lookup_store.get(&ObjectRef::new(name).within(ns)).is_some())
+    });
     let addons = reflector(
         addon_writer,
         watcher(Api::<AddonRecord>::all(client.clone()), watcher::Config::default()).modify(AddonRecord::trim),
     )
+    .inspect_ok(move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            addons_listed.store(true, Ordering::Release);
+        }
+    })
     .applied_objects();
 
     let ctx = Arc::new(context::RolloutContext::new(shared.clone(), capi, cluster_store, addon_store));
-    let controller = Controller::new(rollouts, by_shard.clone())
+    let controller = Controller::new(rollouts, by_shard)
         .with_config(kube::runtime::controller::Config::default().concurrency(settings.concurrency));
     let store = controller.store();
     // The stack controller reads the holds of unfinished rollouts from it.
@@ -104,7 +125,7 @@ async fn run(shared: Arc<Context>, clusters: ClusterTriggers) {
     controller
         .reconcile_on(clusters.flat_map(move |_c| futures::stream::iter(all(&s1))))
         .watches_stream(addons, move |_a: AddonRecord| all(&s2))
-        .watches(releases, by_shard, move |r: ClusterStackRelease| in_namespace(r.metadata.namespace.clone()))
+        .reconcile_on(release_namespaces.flat_map(move |ns| futures::stream::iter(in_namespace(Some(ns)))))
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {

@@ -75,6 +75,9 @@ pub struct ClustersNotSynced;
 /// Told `namespace/tag` of a release whose applied object someone else changed.
 type ReleaseChanged = Box<dyn Fn(&str) + Send + Sync>;
 
+/// Whether a store of ClusterAddons shows one (namespace, name); `None` until it has synced.
+type AddonLookup = Box<dyn Fn(&str, &str) -> Option<bool> + Send + Sync>;
+
 /// The watch state shared by the controllers (in the [`Context`]).
 pub struct Watches {
     stacks_tx: UnboundedSender<ObjectRef<ClusterStack>>,
@@ -88,6 +91,7 @@ pub struct Watches {
     release_store: OnceLock<Store<ClusterStackRelease>>,
     rollout_store: OnceLock<Store<ClusterStackRollout>>,
     release_changed: OnceLock<ReleaseChanged>,
+    addon_lookup: OnceLock<AddonLookup>,
     /// Stops the watch tasks.
     pub stop: CancellationToken,
 }
@@ -119,6 +123,7 @@ impl Watches {
             release_store: OnceLock::new(),
             rollout_store: OnceLock::new(),
             release_changed: OnceLock::new(),
+            addon_lookup: OnceLock::new(),
             stop: CancellationToken::new(),
         }
     }
@@ -162,7 +167,18 @@ impl Watches {
         let _ = self.releases_tx.unbounded_send(ObjectRef::new(name).within(namespace));
     }
 
-    /// The ClusterStacks store, once the controller runs.
+    /// Sets how to look a ClusterAddon up in a store of them (the rollout controller's, which
+    /// watches them all), once.
+    pub fn set_cluster_addon_lookup(&self, lookup: impl Fn(&str, &str) -> Option<bool> + Send + Sync + 'static) {
+        let _ = self.addon_lookup.set(Box::new(lookup));
+    }
+
+    /// Whether the ClusterAddon `namespace/name` exists as a synced store shows it; `None` when
+    /// there is no such store (yet).
+    pub fn cluster_addon_known(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.addon_lookup.get().and_then(|lookup| lookup(namespace, name))
+    }
+
     /// Sets the rollout controller's store (it runs only where Cluster API is served).
     pub fn set_rollouts(&self, rollouts: Store<ClusterStackRollout>) {
         let _ = self.rollout_store.set(rollouts);
@@ -173,6 +189,7 @@ impl Watches {
         self.rollout_store.get()
     }
 
+    /// The ClusterStacks store, once the controller runs.
     pub fn stacks(&self) -> Option<&Store<ClusterStack>> {
         self.stack_store.get()
     }
@@ -197,14 +214,18 @@ impl Watches {
         )
     }
 
-    fn trigger_stacks_in(&self, namespace: &str) {
+    /// Triggers the ClusterStacks of these namespaces, in one look at the store (a first list of
+    /// 5,000 Clusters would otherwise copy the store once per Cluster).
+    fn trigger_stacks_in(&self, namespaces: &HashSet<&str>) {
         match self.stack_store.get() {
             Some(store) => {
-                for s in store.state().iter().filter(|s| s.metadata.namespace.as_deref() == Some(namespace)) {
-                    self.trigger_stack(namespace, &s.name_any());
+                for s in store.state() {
+                    if let Some(ns) = s.metadata.namespace.as_deref().filter(|ns| namespaces.contains(ns)) {
+                        self.trigger_stack(ns, &s.name_any());
+                    }
                 }
             }
-            None => tracing::debug!(namespace, "no ClusterStack store yet"),
+            None => tracing::debug!(namespaces = namespaces.len(), "no ClusterStack store yet"),
         }
     }
 
@@ -226,13 +247,21 @@ impl Watches {
         *self.clusters_synced.borrow()
     }
 
-    /// A Cluster's class usage appeared or went: its release and the stacks of the class's
-    /// namespace decide again (whether the release is in use).
-    pub(super) fn usage_changed(&self, usage: &ClassUsage) {
-        let tag = usage.class.tag();
-        tracing::debug!(cluster = %usage.cluster, release = %tag, "Cluster class usage changed");
-        self.trigger_release(&usage.class_namespace, &tag);
-        self.trigger_stacks_in(&usage.class_namespace);
+    /// Clusters' class usages appeared or went: their releases and the stacks of the classes'
+    /// namespaces decide again (whether a release is in use).
+    pub(super) fn usages_changed(&self, usages: &[ClassUsage]) {
+        if usages.is_empty() {
+            return;
+        }
+        let mut releases = HashSet::new();
+        for usage in usages {
+            let tag = usage.class.tag();
+            tracing::debug!(cluster = %usage.cluster, release = %tag, "Cluster class usage changed");
+            if releases.insert((usage.class_namespace.as_str(), tag.clone())) {
+                self.trigger_release(&usage.class_namespace, &tag);
+            }
+        }
+        self.trigger_stacks_in(&usages.iter().map(|u| u.class_namespace.as_str()).collect());
     }
 
     pub(super) fn mark_clusters_synced(&self) {

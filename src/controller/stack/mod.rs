@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
@@ -25,7 +25,7 @@ use crate::controller::runtime::backoff::{jittered, poll_interval};
 use crate::controller::runtime::context::{SourceLookupError, key_of};
 use crate::controller::runtime::holds;
 use crate::controller::runtime::poller::SyncOutcome;
-use crate::controller::{RECONCILE_REQUESTED_AT, STACK_LABEL};
+use crate::controller::{RECONCILE_REQUESTED_AT, RELEASE_FINALIZER, STACK_LABEL};
 use crate::source::ReleaseSource;
 use crate::util::is_not_found;
 
@@ -179,22 +179,21 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
         for id in plan.create.clone() {
             let release = release_for(stack, &id)?;
             let tag = id.tag();
-            // Another stack of this namespace (the same provider, name and Kubernetes version)
-            // may control a release of this name: a forced apply under our one field manager
-            // would hand it over, and the two stacks would take it from each other every pass.
-            if let Some(other) = releases_api.get_opt(&tag).await?
-                && !controlled_by(&other, stack)
-            {
-                let owner = other
-                    .owner_references()
-                    .iter()
-                    .find(|o| o.controller == Some(true))
-                    .map_or_else(|| "(none)".to_string(), |o| o.name.clone());
-                tracing::warn!(stack = %key, release = %tag, %owner, "release name taken by another ClusterStack");
-                plan.warnings.push(keep::PlanWarning::NameTaken { release: tag, owner });
-                continue;
-            }
-            let created = releases_api.patch(&tag, &pp, &Patch::Apply(&release)).await?;
+            let created = match create_release(&releases_api, stack, release, &pp).await? {
+                Created::New(created) => created,
+                Created::Existing(existing) => {
+                    // Ours already (a pass whose store had not yet seen it): nothing was created.
+                    releases.push(existing);
+                    continue;
+                }
+                // Another stack of this namespace (the same provider, name and Kubernetes
+                // version) controls a release of this name: left to it.
+                Created::Taken { owner } => {
+                    tracing::warn!(stack = %key, release = %tag, %owner, "release name taken by another ClusterStack");
+                    plan.warnings.push(keep::PlanWarning::NameTaken { release: tag, owner });
+                    continue;
+                }
+            };
             tracing::info!(stack = %key, release = %tag, "created ClusterStackRelease");
             ctx.event(
                 &stack.object_ref(&()),
@@ -253,4 +252,50 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
         _ => ctx.settings.resync_interval,
     };
     Ok(Action::requeue(jittered(next.max(Duration::from_millis(100)), 0.1, &ctx.random)))
+}
+
+/// What creating a release found.
+enum Created {
+    /// Created now, with the release finalizer.
+    New(ClusterStackRelease),
+    /// It existed already, controlled by this stack (re-applied: labels and owner as they should
+    /// be).
+    Existing(ClusterStackRelease),
+    /// It exists, controlled by another ClusterStack (or none): `owner` names it.
+    Taken { owner: String },
+}
+
+/// Creates `release` with the release finalizer already set (one request; the release controller
+/// need not add it). A create never touches an existing object, so neither a release of another
+/// stack nor one being deleted is changed by it: only when the name exists is the object read,
+/// and re-applied (without the finalizer) if it is this stack's, so that a relabelled stack's
+/// release follows it to its shard as before.
+async fn create_release(
+    api: &Api<ClusterStackRelease>,
+    stack: &ClusterStack,
+    mut release: ClusterStackRelease,
+    pp: &PatchParams,
+) -> Result<Created, Error> {
+    let tag = release.name_any();
+    let applied = release.clone();
+    release.metadata.finalizers = Some(vec![RELEASE_FINALIZER.to_string()]);
+    let post = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+    match api.create(&post, &release).await {
+        Ok(created) => return Ok(Created::New(created)),
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let other = api.get_opt(&tag).await?;
+    if let Some(other) = other.as_ref().filter(|o| !controlled_by(o, stack)) {
+        let owner = other
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map_or_else(|| "(none)".to_string(), |o| o.name.clone());
+        return Ok(Created::Taken { owner });
+    }
+    // This stack's (or gone again since the create): a forced apply under our one field manager,
+    // as before the create was tried first.
+    let applied = api.patch(&tag, pp, &Patch::Apply(&applied)).await?;
+    Ok(if other.is_some() { Created::Existing(applied) } else { Created::New(applied) })
 }

@@ -119,6 +119,8 @@ pub struct RequestRecord {
     pub content_type: String,
     pub body: Option<Value>,
     pub status: u16,
+    /// When it was answered (after the latency).
+    pub at: std::time::Instant,
 }
 
 struct Fault {
@@ -411,6 +413,7 @@ async fn answer(shared: &Arc<Shared>, req: Request) -> Response {
         }
     };
     let mut record = RequestRecord {
+        at: std::time::Instant::now(),
         method: method.to_string(),
         verb: verb.to_string(),
         path: path.clone(),
