@@ -308,7 +308,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..size.samples {
         let c = format!("c-{i:05}");
         let namespace = ns(i % size.stacks.max(1));
-        let trace = i == 0 && std::env::var_os("BENCH_TRACE_MOVE").is_some();
+        let trace = std::env::var_os("BENCH_TRACE_MOVE").is_some();
         if trace {
             server.clear_requests();
         }
@@ -321,9 +321,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         if let Some(t) = wait(Duration::from_secs(30), gone).await {
             moves.push(t);
+            if trace {
+                eprintln!("move {i}: seen gone after {t:?} (from {:?} after the move)", moved.elapsed());
+            }
         }
         if trace {
-            // The requests of one move, in order (BENCH_TRACE_MOVE=1).
+            // The requests of each move, in order (BENCH_TRACE_MOVE=1).
             for r in server.requests() {
                 let at = r.at.saturating_duration_since(moved);
                 eprintln!(
