@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use gotmpl::{ExecLimits, ExecOptions, MissingKey, Templates, Value};
 
-pub use load::{Chart, ChartFile, LoadError};
+pub use load::{Chart, ChartFile, DataFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
 
 pub use env::RenderEnv;
@@ -218,10 +218,10 @@ pub fn render_templates(
         limits: opts.limits,
         map_methods: Some(objects::values_methods(typed)),
     };
-    let mut env = RenderEnv::new(opts.seed, jiff::Zoned::now());
+    let mut env = RenderEnv::seeded(opts.seed);
     let mut crds = Vec::new();
     if opts.include_crds {
-        collect_crds(&chart, &chart.metadata.name, &mut crds);
+        collect_crds(&chart, &chart.metadata.name, &mut crds)?;
     }
     let mut total = 0usize;
     for r in &renderables {
@@ -321,18 +321,20 @@ fn collect(
     Value::map((*data).clone())
 }
 
-fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<CrdFile>) {
+fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<CrdFile>) -> Result<(), HelmError> {
     for f in chart.crd_files() {
         // Helm's `hasManifestExtension`: the extension in any case.
         let ext = f.name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
         if !["yaml", "yml", "json"].contains(&ext.as_str()) {
             continue;
         }
-        out.push(CrdFile { path: format!("{full_path}/{}", f.name), data: f.data.clone() });
+        let data = f.data().map_err(|message| HelmError::Chart { chart: chart.label.clone(), message })?;
+        out.push(CrdFile { path: format!("{full_path}/{}", f.name), data });
     }
     for dep in &chart.dependencies {
-        collect_crds(dep, &format!("{full_path}/charts/{}", dep.name()), out);
+        collect_crds(dep, &format!("{full_path}/charts/{}", dep.name()), out)?;
     }
+    Ok(())
 }
 
 /// Helm's `releaseutil.SplitManifests`: the text trimmed, split where the regular expression
@@ -345,12 +347,49 @@ pub fn split_manifests(text: &str) -> Vec<String> {
 /// The documents of `text` exactly as helm's `SplitManifests` gives them and `helm template`
 /// prints them: the parts left of white space, the last one keeping its trailing white space.
 pub fn manifest_parts(text: &str) -> Vec<&str> {
-    static SEP: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    // Go's `\s` is ASCII white space.
-    let sep = SEP.get_or_init(|| {
-        regex::Regex::new(r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*").unwrap_or_else(|e| unreachable!("{e}"))
-    });
-    sep.split(text.trim_start()).filter(|d| !d.trim().is_empty()).map(str::trim_start).collect()
+    let text = text.trim_start();
+    let mut parts = Vec::new();
+    let mut last = 0;
+    for (start, end) in separators(text) {
+        parts.push(&text[last..start]);
+        last = end;
+    }
+    parts.push(&text[last..]);
+    parts.into_iter().filter(|d| !d.trim().is_empty()).map(str::trim_start).collect()
+}
+
+/// Where helm's separator `(?:^|\s*\n)---\s*` matches in `text`, as Go's leftmost-first,
+/// non-overlapping search finds it (Go's `\s` is ASCII white space without `\v`). Matched by
+/// hand: `---` at the very start, or preceded by a newline, taking the white space around it.
+fn separators(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let b = text.as_bytes();
+    let space = |c: u8| matches!(c, b'\t' | b'\n' | b'\x0C' | b'\r' | b' ');
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let mut search = from;
+        loop {
+            let dashes = search + text.get(search..)?.find("---")?;
+            let start = if dashes == 0 {
+                0
+            } else if dashes > from && b[dashes - 1] == b'\n' {
+                // The white space before, back to the previous match's end.
+                let mut start = dashes - 1;
+                while start > from && space(b[start - 1]) {
+                    start -= 1;
+                }
+                start
+            } else {
+                search = dashes + 1;
+                continue;
+            };
+            let mut end = dashes + 3;
+            while end < b.len() && space(b[end]) {
+                end += 1;
+            }
+            from = end;
+            return Some((start, end));
+        }
+    })
 }
 
 /// The hook events helm knows (`test-success` is Helm 2's name of `test`).

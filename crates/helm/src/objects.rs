@@ -8,7 +8,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 
 use super::ignore::glob_match;
-use super::load::ChartFile;
+use super::load::DataFile;
 use gotmpl::{FuncError, Object, Value};
 
 /// The Kubernetes version `helm template` assumes without `--kube-version`
@@ -340,42 +340,48 @@ impl Object for HelmVersion {
 
 /// `.Files`: the chart's other files, by path.
 pub struct Files {
-    files: Arc<Vec<ChartFile>>,
+    files: Arc<Vec<DataFile>>,
     /// Indices into `files` this view holds (`Glob` narrows it).
     view: Vec<usize>,
 }
 
 impl Files {
-    pub fn new(files: Arc<Vec<ChartFile>>) -> Self {
+    pub fn new(files: Arc<Vec<DataFile>>) -> Self {
         let view = (0..files.len()).collect();
         Self { files, view }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &ChartFile> {
+    fn iter(&self) -> impl Iterator<Item = &DataFile> {
         self.view.iter().filter_map(|i| self.files.get(*i))
     }
 
-    fn get(&self, name: &str) -> Option<&ChartFile> {
-        self.iter().find(|f| f.name == name)
+    /// The bytes of file `name`; none (helm's nil) when the chart has no such file.
+    fn get(&self, name: &str) -> Result<Option<Arc<[u8]>>, FuncError> {
+        self.iter().find(|f| f.name == name).map(|f| f.data().map_err(FuncError::msg)).transpose()
     }
 
-    fn as_map(&self, encode: bool) -> String {
+    fn text(&self, name: &str) -> Result<String, FuncError> {
+        Ok(self.get(name)?.map(|data| String::from_utf8_lossy(&data).into_owned()).unwrap_or_default())
+    }
+
+    fn as_map(&self, encode: bool) -> Result<String, FuncError> {
         let mut entries: BTreeMap<String, String> = BTreeMap::new();
         for f in self.iter() {
             let base = f.name.rsplit('/').next().unwrap_or(&f.name).to_string();
+            let data = f.data().map_err(FuncError::msg)?;
             let v = if encode {
-                base64::engine::general_purpose::STANDARD.encode(&f.data)
+                base64::engine::general_purpose::STANDARD.encode(&data)
             } else {
-                String::from_utf8_lossy(&f.data).into_owned()
+                String::from_utf8_lossy(&data).into_owned()
             };
             entries.insert(base, v);
         }
         if entries.is_empty() {
-            return String::new();
+            return Ok(String::new());
         }
         let map = Value::map(entries.into_iter().map(|(k, v)| (k, Value::str(v))).collect());
         // Helm's toYaml: sigs.k8s.io/yaml, the trailing newline trimmed.
-        crate::goyaml::value_to_yaml(&map).trim_end_matches('\n').to_string()
+        Ok(crate::goyaml::value_to_yaml(&map).trim_end_matches('\n').to_string())
     }
 }
 
@@ -384,12 +390,10 @@ impl Object for Files {
         "files.Files"
     }
 
-    fn field(&self, name: &str) -> Option<Value> {
-        match name {
-            "AsConfig" => Some(Value::str(self.as_map(false))),
-            "AsSecrets" => Some(Value::str(self.as_map(true))),
-            _ => None,
-        }
+    /// `AsConfig` and `AsSecrets` are answered by [`Object::call`], which may fail (a file that
+    /// can no longer be read).
+    fn field(&self, _name: &str) -> Option<Value> {
+        None
     }
 
     fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
@@ -403,13 +407,11 @@ impl Object for Files {
             }
         };
         Some(match method {
-            "Get" => arg(0).map(|n| {
-                Value::str(self.get(n).map(|f| String::from_utf8_lossy(&f.data).into_owned()).unwrap_or_default())
-            }),
+            "Get" => arg(0).and_then(|n| self.text(n)).map(Value::str),
             "GetBytes" => arg(0)
-                .map(|n| Value::Bytes(self.get(n).map(|f| Rc::from(&f.data[..])).unwrap_or_else(|| Rc::from(&[][..])))),
-            "Lines" => arg(0).map(|n| {
-                let text = self.get(n).map(|f| String::from_utf8_lossy(&f.data).into_owned()).unwrap_or_default();
+                .and_then(|n| self.get(n))
+                .map(|data| Value::Bytes(data.map(|d| Rc::from(&d[..])).unwrap_or_else(|| Rc::from(&[][..])))),
+            "Lines" => arg(0).and_then(|n| self.text(n)).map(|text| {
                 if text.is_empty() {
                     Value::list(Vec::new())
                 } else {
@@ -426,7 +428,7 @@ impl Object for Files {
                 }
                 Ok(Value::Object(Rc::new(Files { files: self.files.clone(), view })))
             }),
-            "AsConfig" | "AsSecrets" => Ok(Value::str(self.as_map(method == "AsSecrets"))),
+            "AsConfig" | "AsSecrets" => self.as_map(method == "AsSecrets").map(Value::str),
             _ => return None,
         })
     }
@@ -436,8 +438,15 @@ impl Object for Files {
         format!("map[{}]", names.join(" "))
     }
 
+    /// `range`, `index` and `len` over `.Files` see every file's bytes. A file that can no
+    /// longer be read (changed while rendering) cannot be told here: the view then has no
+    /// elements, so the template fails ("can't iterate over ...") rather than miss a file.
     fn elements(&self) -> Option<Value> {
-        Some(Value::map(self.iter().map(|f| (f.name.clone(), Value::Bytes(Rc::from(&f.data[..])))).collect()))
+        let mut entries = BTreeMap::new();
+        for f in self.iter() {
+            entries.insert(f.name.clone(), Value::Bytes(Rc::from(&f.data().ok()?[..])));
+        }
+        Some(Value::map(entries))
     }
 }
 
