@@ -1,12 +1,12 @@
 //! Loading a Helm chart from a directory or a `.tgz`, with its subcharts,
 //! the way Helm's loader sorts files into metadata, values, templates and
 //! other files. Hardened: paths stay inside the chart, links are refused,
-//! sizes are bounded.
+//! sizes are bounded. From a directory, the files templates read through
+//! `.Files` (and `crds/`) are read when first asked for ([`DataFile`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -83,7 +83,11 @@ impl DataFile {
 /// Opens a chart file without following a link in its last component: a file swapped for a
 /// link after the walk refused links must not lead outside the chart.
 fn open_file(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    options.open(path)
 }
 
 /// Reads a file of at most [`MAX_FILE_BYTES`], whatever size it had when it was listed.
