@@ -137,8 +137,15 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
     outputs.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, out) in outputs {
         for doc in split_manifests(&out) {
-            let hook = hook_of(&doc);
+            let head = if doc.contains("helm.sh/hook") { yaml_head(&doc).ok() } else { None };
+            let hook = head.as_ref().and_then(hook_in_head);
             if hook.as_deref().is_some_and(|h| !known_hook(h)) {
+                // helm reads the head before it drops the document: one it cannot read fails
+                // the render all the same (the documents kept are read by the caller).
+                if let Some(message) = head.as_ref().and_then(head_type_error) {
+                    let message = format!("YAML parse error on {name}: {message}");
+                    return Err(HelmError::Chart { chart: chart.label.clone(), message });
+                }
                 continue;
             }
             manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
@@ -414,9 +421,52 @@ pub fn hook_of(doc: &str) -> Option<String> {
     hook_in_head(&yaml_head(doc).ok()?)
 }
 
-/// The `helm.sh/hook` annotation of a document's head ([`yaml_head`]).
+/// The `helm.sh/hook` annotation of a document's head ([`yaml_head`]), as helm reads it into
+/// a string: sigs.k8s.io/yaml gives a number or a boolean as its text and null as "" (the
+/// annotation is there: a hook of no known event, which helm leaves out). No hook event is a
+/// number, so only the presence of such a value counts, not its exact text.
 pub fn hook_in_head(head: &serde_json::Value) -> Option<String> {
-    head.get("metadata")?.get("annotations")?.get("helm.sh/hook")?.as_str().map(str::to_string)
+    match head.get("metadata")?.get("annotations")?.get("helm.sh/hook")? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => Some(String::new()),
+        scalar @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_)) => Some(scalar.to_string()),
+        // A sequence or mapping fails the whole render ([`head_type_error`]).
+        _ => None,
+    }
+}
+
+/// Where helm fails to read a document's head: helm decodes `apiVersion`, `kind`,
+/// `metadata.name` and every `metadata.annotations` value into Go strings (its `SimpleHead`,
+/// through sigs.k8s.io/yaml), which takes scalars as their text but not a sequence or a
+/// mapping. The message is helm's, for the first such field in the order Go's decoder meets
+/// them (the keys of the JSON it decodes are sorted).
+pub fn head_type_error(head: &serde_json::Value) -> Option<String> {
+    let shape = |v: &serde_json::Value| match v {
+        serde_json::Value::Array(_) => Some("array"),
+        serde_json::Value::Object(_) => Some("object"),
+        _ => None,
+    };
+    let fail = |what: &str, field: &str| {
+        format!(
+            "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {what} into Go struct field {field} of type string"
+        )
+    };
+    for (key, field) in [("apiVersion", "SimpleHead.apiVersion"), ("kind", "SimpleHead.kind")] {
+        if let Some(what) = head.get(key).and_then(shape) {
+            return Some(fail(what, field));
+        }
+    }
+    let metadata = head.get("metadata")?;
+    if let Some(annotations) = metadata.get("annotations").and_then(serde_json::Value::as_object) {
+        let mut keys: Vec<&String> = annotations.keys().collect();
+        keys.sort();
+        for key in keys {
+            if let Some(what) = annotations.get(key).and_then(shape) {
+                return Some(fail(what, ".metadata.annotations"));
+            }
+        }
+    }
+    metadata.get("name").and_then(shape).map(|what| fail(what, ".metadata.name"))
 }
 
 fn template_error(label: &str, e: &gotmpl::TemplateError) -> HelmError {
