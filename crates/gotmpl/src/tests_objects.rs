@@ -109,6 +109,40 @@ fn objects_fields_and_methods() {
     assert_eq!(r("{{if .Files}}y{{end}}{{with .Files}}w{{end}}").unwrap(), "yw");
 }
 
+/// A struct whose `String()` is on its pointer (Helm's `KubeVersion`).
+struct Version;
+
+impl Object for Version {
+    fn type_name(&self) -> &str {
+        "common.KubeVersion"
+    }
+    fn field(&self, _name: &str) -> Option<Value> {
+        None
+    }
+    fn go_string(&self) -> String {
+        "{v1.2.3-x v1.2.3}".into()
+    }
+    fn addressable_string(&self) -> Option<String> {
+        Some("v1.2.3".into())
+    }
+}
+
+/// An action ending in a field, variable or dot holding it prints its `String()`, as Go does
+/// for an addressable value; a function's argument or result is a copy and prints its fields.
+#[test]
+fn a_pointer_stringer_prints_where_go_can_address_the_value() {
+    let d = Value::map(BTreeMap::from([("V".to_string(), Value::Object(Rc::new(Version)))]));
+    let r = |t: &str| run_opts(t, &d, &ExecOptions::default()).unwrap();
+    assert_eq!(
+        r("{{ .V }}|{{ (.V) }}|{{ $v := .V }}{{ $v }}|{{ with .V }}{{ . }}{{ end }}"),
+        "v1.2.3|v1.2.3|v1.2.3|v1.2.3"
+    );
+    assert_eq!(
+        r("{{ print .V }}|{{ printf \"%v\" .V }}|{{ .V | print }}"),
+        "{v1.2.3-x v1.2.3}|{v1.2.3-x v1.2.3}|{v1.2.3-x v1.2.3}"
+    );
+}
+
 #[test]
 fn templates_are_send_sync_and_cheap_to_clone() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}

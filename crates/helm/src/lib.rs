@@ -193,7 +193,17 @@ pub fn render_templates(
     let coalesced = values::coalesce_values(&chart, &user).map_err(&bad)?;
     schema::validate_chart(&chart, &coalesced).map_err(&bad)?;
     let kube_version = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
-    let caps = objects::Capabilities::new(kube_version, &opts.api_versions).map_err(&bad)?;
+    let kube = objects::KubeVersion::parse(kube_version).map_err(&bad)?;
+    // helm's `Metadata.KubeVersion` is a string: a number there is its text.
+    let constraint = match chart.raw_metadata.get("kubeVersion") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    if !constraint.is_empty() {
+        kube.check_chart(&constraint).map_err(&bad)?;
+    }
+    let caps = objects::Capabilities::with(kube, &opts.api_versions).map_err(&bad)?;
     let release = Value::map(BTreeMap::from([
         ("Name".to_string(), Value::str(opts.release_name.as_str())),
         ("Namespace".to_string(), Value::str(opts.namespace.as_str())),

@@ -202,7 +202,11 @@ impl Capabilities {
     /// Capabilities for a Kubernetes version (`v1.33.2` or `1.33.2`) and
     /// extra API versions besides the defaults.
     pub fn new(kube_version: &str, extra_api_versions: &[String]) -> Result<Self, String> {
-        let kube = KubeVersion::parse(kube_version)?;
+        Self::with(KubeVersion::parse(kube_version)?, extra_api_versions)
+    }
+
+    /// Capabilities for a parsed Kubernetes version.
+    pub fn with(kube: KubeVersion, extra_api_versions: &[String]) -> Result<Self, String> {
         let mut apis: Vec<Value> = DEFAULT_API_VERSIONS.iter().map(|v| Value::str(*v)).collect();
         apis.extend(extra_api_versions.iter().map(|v| Value::str(v.as_str())));
         Ok(Self {
@@ -232,25 +236,70 @@ impl Object for Capabilities {
     }
 }
 
-/// `.Capabilities.KubeVersion`.
+/// `.Capabilities.KubeVersion`: Helm's `common.KubeVersion`, from the version parsed as
+/// Kubernetes' `version.ParseGeneric` parses it (two or more dot-separated numbers after an
+/// optional `v`, then anything).
 pub struct KubeVersion {
+    /// The version as given, with a `v` in front (`v1.29.4-gke.100`, `v1.29`).
     version: String,
+    /// Its numbers only (`v1.29.4`, `v1.29`): what `String()` gives and constraints check.
+    normalized: String,
     major: String,
     minor: String,
 }
 
 impl KubeVersion {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let v = text.trim();
-        let bare = v.strip_prefix('v').unwrap_or(v);
-        let mut parts = bare.splitn(3, '.');
-        let major = parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        let minor = parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        let (Some(major), Some(minor)) = (major, minor) else {
-            return Err(format!("invalid Kubernetes version {text:?}"));
+        let invalid = || format!("invalid Kubernetes version {text:?}");
+        let bare = text.trim_start();
+        let bare = bare.strip_prefix('v').unwrap_or(bare);
+        // The dot-separated numbers at the start; what follows is kept but not interpreted.
+        let mut numbers: Vec<u64> = Vec::new();
+        let mut rest = bare;
+        loop {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                break;
+            }
+            // Kubernetes refuses a leading zero in the first number.
+            if numbers.is_empty() && digits > 1 && rest.starts_with('0') {
+                return Err(invalid());
+            }
+            numbers.push(rest[..digits].parse().map_err(|_| invalid())?);
+            rest = &rest[digits..];
+            match rest.strip_prefix('.') {
+                Some(after) if after.starts_with(|c: char| c.is_ascii_digit()) => rest = after,
+                _ => break,
+            }
+        }
+        if numbers.len() < 2 {
+            return Err(invalid());
+        }
+        let joined: Vec<String> = numbers.iter().map(u64::to_string).collect();
+        let version = if text.starts_with('v') { text.to_string() } else { format!("v{text}") };
+        Ok(Self {
+            version,
+            normalized: format!("v{}", joined.join(".")),
+            major: joined[0].clone(),
+            minor: joined[1].clone(),
+        })
+    }
+}
+
+impl KubeVersion {
+    /// Helm's check of a chart's `kubeVersion` (its root chart's only): the constraint against
+    /// the version's numbers (so `v1.29.4-gke.100` satisfies `>= 1.21.0`); a constraint or
+    /// version that does not parse is incompatible. The message names the version as given.
+    pub fn check_chart(&self, constraint: &str) -> Result<(), String> {
+        use crate::sprig::semver::{Constraints, Version};
+        let compatible = match (Constraints::parse(constraint), Version::parse(&self.normalized)) {
+            (Ok(c), Ok(v)) => c.check(&v),
+            _ => false,
         };
-        let patch = parts.next().unwrap_or("0");
-        Ok(Self { version: format!("v{major}.{minor}.{patch}"), major: major.into(), minor: minor.into() })
+        if compatible {
+            return Ok(());
+        }
+        Err(format!("chart requires kubeVersion: {constraint} which is incompatible with Kubernetes {}", self.version))
     }
 }
 
@@ -261,23 +310,31 @@ impl Object for KubeVersion {
 
     fn field(&self, name: &str) -> Option<Value> {
         match name {
-            "Version" | "GitVersion" | "String" => Some(Value::str(self.version.as_str())),
+            "Version" | "GitVersion" => Some(Value::str(self.version.as_str())),
+            "String" => Some(Value::str(self.normalized.as_str())),
             "Major" => Some(Value::str(self.major.as_str())),
             "Minor" => Some(Value::str(self.minor.as_str())),
             _ => None,
         }
     }
 
-    /// `KubeVersion` has a `String()` method: Go prints the version.
+    /// A struct without a `String()` of its own (the method is on its pointer): Go prints its
+    /// fields, the unexported one too.
     fn go_string(&self) -> String {
-        self.version.clone()
+        format!("{{{} {} {} {}}}", self.version, self.normalized, self.major, self.minor)
     }
 
+    /// `{{ .Capabilities.KubeVersion }}` reaches the pointer's `String()`.
+    fn addressable_string(&self) -> Option<String> {
+        Some(self.normalized.clone())
+    }
+
+    /// Its exported fields, under their Go names (the struct has no JSON tags).
     fn to_data(&self) -> Value {
         Value::map(BTreeMap::from([
-            ("version".to_string(), Value::str(self.version.as_str())),
-            ("major".to_string(), Value::str(self.major.as_str())),
-            ("minor".to_string(), Value::str(self.minor.as_str())),
+            ("Version".to_string(), Value::str(self.version.as_str())),
+            ("Major".to_string(), Value::str(self.major.as_str())),
+            ("Minor".to_string(), Value::str(self.minor.as_str())),
         ]))
     }
 }

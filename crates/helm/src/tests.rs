@@ -189,6 +189,37 @@ fn files_of_a_directory_chart_are_read_when_asked_for() {
     assert!(!e.contains("outside"), "{e}");
 }
 
+/// helm checks the root chart's `kubeVersion` against the version's numbers (a provider's
+/// suffix passes), names the version as given, and checks no subchart's.
+#[test]
+fn the_root_charts_kube_version_is_checked_as_helm_checks_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\nkubeVersion: \">= 1.21.0\"\n"),
+            ("templates/t.yaml", "v: {{ .Capabilities.KubeVersion.Version }}\n"),
+            ("charts/sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 1.0.0\nkubeVersion: \">= 99.0.0\"\n"),
+        ],
+    );
+    let chart = load_chart(dir.path()).expect("loads");
+    let mut opts = HelmOptions::new("r", "n");
+    opts.kube_version = Some("v1.29.4-gke.100".into());
+    assert_eq!(contents(&render_chart(&chart, &opts).expect("renders")), vec!["v: v1.29.4-gke.100".to_string()]);
+    opts.kube_version = Some("v1.20.15-gke.1".into());
+    let e = render_chart(&chart, &opts).expect_err("too old").to_string();
+    assert!(
+        e.ends_with("chart requires kubeVersion: >= 1.21.0 which is incompatible with Kubernetes v1.20.15-gke.1"),
+        "{e}"
+    );
+    write(dir.path(), &[("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\nkubeVersion: not a constraint\n")]);
+    let e = render_chart(&load_chart(dir.path()).expect("loads"), &HelmOptions::new("r", "n")).expect_err("unparsable");
+    assert!(
+        e.to_string().contains("kubeVersion: not a constraint which is incompatible with Kubernetes v1.36.0"),
+        "{e}"
+    );
+}
+
 #[test]
 fn capabilities_release_and_chart_objects() {
     let dir = tempfile::tempdir().expect("tempdir");
