@@ -9,17 +9,28 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == clusterstack::render::worker::WORKER_ARG) {
         return clusterstack::render::worker::serve();
     }
-    operator_main()
-}
-
-#[tokio::main]
-async fn operator_main() -> ExitCode {
     clusterstack::install_crypto_provider();
     let cli = Cli::parse();
     cli.init_logging();
     // `diff` exits as `kubectl diff`: 1 means "differences", so an error is 2.
     let error_code = if matches!(cli.command, Command::Diff(_)) { ExitCode::from(2) } else { ExitCode::FAILURE };
-    match run(cli).await {
+    // The operator's controllers run on every core. A command does one thing at a time (its
+    // blocking work goes to tokio's blocking pool either way) and starts sooner without worker
+    // threads to spawn: it is run per chart in scripts and CI.
+    let runtime = match cli.command {
+        Command::Operator(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return error_code;
+        }
+    };
+    match runtime.block_on(run(cli)) {
         Ok(false) => ExitCode::SUCCESS,
         Ok(true) => ExitCode::from(1),
         Err(err) => {

@@ -333,3 +333,77 @@ fn yaml_output_fails_where_helm_fails() {
     let stderr = String::from_utf8_lossy(&theirs.stderr);
     assert!(stderr.contains("YAML parse error on bad/templates/broken.yaml"), "{stderr}");
 }
+
+/// helm reads each document's `apiVersion`, `kind`, `metadata.name` and annotation values into
+/// Go strings: a scalar is taken as its text, a sequence or mapping fails the chart (even in a
+/// document it then drops as an unknown hook). Ours fails the same way, `render` and `-o json`
+/// alike, with helm's words, and prints what helm prints where the scalars pass.
+#[test]
+fn heads_helm_cannot_read_fail_as_in_helm() {
+    let dir = tempfile::tempdir().unwrap();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n";
+    let cases = [
+        ("api-version", "apiVersion: [v1]\nkind: ConfigMap\nmetadata:\n  name: a\n".to_string()),
+        ("kind", "apiVersion: v1\nkind: {a: 1}\nmetadata:\n  name: a\n".to_string()),
+        ("name", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [a]\n".to_string()),
+        // The first bad annotation in key order, after a good one and before a later bad one.
+        ("annotation", format!("{cm}  annotations:\n    a: fine\n    m: {{b: 1}}\n    z: [1]\n")),
+        ("dropped-hook", format!("{cm}  annotations:\n    helm.sh/hook: crd-install\n    x: [1]\n")),
+    ];
+    let Some(helm) = helm() else { return };
+    for (name, doc) in cases {
+        let chart_dir = dir.path().join(name);
+        write(
+            &chart_dir,
+            &[
+                ("Chart.yaml", &format!("apiVersion: v2\nname: {name}\nversion: 1.0.0\n")),
+                ("templates/ok.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\n"),
+                ("templates/x.yaml", &doc),
+            ],
+        );
+        let chart = chart_dir.to_str().unwrap();
+        let theirs = Command::new(&helm).args(["template", "rel", chart]).output().unwrap();
+        assert!(!theirs.status.success(), "{name}: helm renders it");
+        let theirs = String::from_utf8_lossy(&theirs.stderr);
+        let prefix = format!("YAML parse error on {name}/templates/x.yaml: ");
+        let message = theirs.split(&prefix).nth(1).and_then(|m| m.lines().next()).unwrap_or_else(|| {
+            panic!("{name}: helm's message changed: {theirs}");
+        });
+        for json in [false, true] {
+            let args = [&["render", "rel", chart][..], if json { &["-o", "json"][..] } else { &[][..] }].concat();
+            let ours = run(&args);
+            assert!(!ours.status.success(), "{name} (json: {json}): ours renders it");
+            assert!(ours.stdout.is_empty(), "{name}");
+            let stderr = String::from_utf8_lossy(&ours.stderr);
+            assert!(
+                stderr.contains("templates/x.yaml") && stderr.contains(message),
+                "{name}:\n ours: {stderr}\n helm: {theirs}"
+            );
+        }
+    }
+
+    // Scalars pass: a number or boolean where helm wants a string is read as its text (a
+    // numeric hook is a hook of no known event, left out), and printed as helm prints it.
+    let chart_dir = dir.path().join("scalars");
+    write(
+        &chart_dir,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: scalars\nversion: 1.0.0\n"),
+            ("templates/ok.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\n"),
+            (
+                "templates/x.yaml",
+                &format!(
+                    "{cm}  annotations:\n    a: 1.5\n    b: true\n    c: null\n---\napiVersion: 1.0\nkind: ConfigMap\nmetadata:\n  name: 5\n---\n{cm}  annotations:\n    helm.sh/hook: 5\n---\n{cm}  annotations:\n    helm.sh/hook: null\n"
+                ),
+            ),
+        ],
+    );
+    let chart = chart_dir.to_str().unwrap();
+    let ours = run(&["render", "rel", chart]);
+    assert!(ours.status.success(), "{}", String::from_utf8_lossy(&ours.stderr));
+    let theirs = Command::new(&helm).args(["template", "rel", chart]).output().unwrap();
+    assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
+    assert_eq!(String::from_utf8_lossy(&ours.stdout), String::from_utf8_lossy(&theirs.stdout));
+    let stderr = String::from_utf8_lossy(&ours.stderr);
+    assert!(stderr.contains("document 2: apiVersion is 1, not a string"), "{stderr}");
+}

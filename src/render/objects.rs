@@ -133,6 +133,9 @@ pub(crate) fn helm_document(
             message: "is not a mapping with a metadata mapping, which helm needs to read its head".into(),
         });
     }
+    if let Some(message) = helm_render::head_type_error(&value) {
+        return Err(RenderError::InvalidObject { file: file.to_string(), index, message });
+    }
     // Checked before the object is taken apart, so that a document no API server accepts is
     // kept whole without a copy of every document.
     if let Err(reason) = object_problem(&value) {
@@ -149,15 +152,17 @@ pub(crate) fn helm_document(
 /// What keeps an API server from accepting a document, as [`check_object`] finds it.
 fn object_problem(doc: &serde_json::Value) -> Result<(), String> {
     let map = doc.as_object().ok_or("is not a mapping")?;
-    for field in ["apiVersion", "kind"] {
-        match map.get(field) {
+    let fields = [("apiVersion", map.get("apiVersion")), ("kind", map.get("kind"))];
+    for (field, value) in fields.into_iter().chain([("metadata.name", map.get("metadata").and_then(|m| m.get("name")))])
+    {
+        match value {
             Some(serde_json::Value::String(s)) if !s.is_empty() => {}
-            _ => return Err(format!("has no {field}")),
+            None | Some(serde_json::Value::Null | serde_json::Value::String(_)) => {
+                return Err(format!("has no {field}"));
+            }
+            // helm reads a number or a boolean there as its text; the API server wants a string.
+            Some(other) => return Err(format!("{field} is {other}, not a string")),
         }
-    }
-    match map.get("metadata").and_then(|m| m.get("name")) {
-        Some(serde_json::Value::String(s)) if !s.is_empty() => {}
-        _ => return Err("has no metadata.name".into()),
     }
     match map.get("metadata") {
         Some(metadata) => {

@@ -23,6 +23,8 @@ mod tests;
 mod tests_fmt;
 #[cfg(test)]
 mod tests_lead;
+#[cfg(test)]
+mod tests_objects;
 
 pub use exec::{
     ExecLimits, ExecOptions, MapMethods, MissingKey, Origin, TemplateError, TemplateErrorKind, execute, execute_with,

@@ -65,6 +65,13 @@ pub trait Object {
     }
     /// How `%v` prints it (Go prints structs as `{field1 field2}`).
     fn go_string(&self) -> String;
+    /// What an action prints when it ends in a field or variable holding this value, which Go
+    /// can address: the `String()` of a type whose pointer is a `fmt.Stringer` (Helm's
+    /// `KubeVersion`). Passed to a function, the value is a copy and prints as `%v`
+    /// ([`Object::go_string`]). `None`: as `%v` everywhere.
+    fn addressable_string(&self) -> Option<String> {
+        None
+    }
     /// The value as data for `toYaml`/`toJson` (a struct's exported fields).
     fn to_data(&self) -> Value {
         Value::Nil

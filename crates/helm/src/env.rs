@@ -17,16 +17,26 @@ use rand::SeedableRng as _;
 pub struct RenderEnv {
     seed: Option<u64>,
     rng: Option<rand::rngs::StdRng>,
-    now: jiff::Zoned,
+    /// Read when first asked for: finding the local time zone walks the system's zone database,
+    /// a tenth of a small chart's render, and most charts never ask.
+    now: Option<jiff::Zoned>,
     /// Nesting count per name of `include` (Helm stops at 1000).
     pub(crate) includes: HashMap<String, usize>,
+    /// The Sprig regex functions' compiled patterns (see `sprig::regex`).
+    pub(crate) regexes: HashMap<String, regex::Regex>,
 }
 
 impl RenderEnv {
     /// A render's state: `seed` fixes the random functions (tests; `None`: the OS's entropy),
     /// `now` is what `now`, `date` and certificate validity see.
     pub fn new(seed: Option<u64>, now: jiff::Zoned) -> Self {
-        Self { seed, rng: None, now, includes: HashMap::new() }
+        Self { seed, rng: None, now: Some(now), includes: HashMap::new(), regexes: HashMap::new() }
+    }
+
+    /// A render's state whose "now" is the clock's at the first function that asks for it
+    /// (then fixed for the rest of the render).
+    pub fn seeded(seed: Option<u64>) -> Self {
+        Self { seed, rng: None, now: None, includes: HashMap::new(), regexes: HashMap::new() }
     }
 
     fn rng(&mut self) -> &mut rand::rngs::StdRng {
@@ -41,7 +51,7 @@ impl RenderEnv {
 
 impl Default for RenderEnv {
     fn default() -> Self {
-        Self::new(None, jiff::Zoned::now())
+        Self::seeded(None)
     }
 }
 
@@ -65,7 +75,7 @@ impl HostExt for dyn Host + '_ {
 
     fn now(&mut self) -> jiff::Zoned {
         match self.env() {
-            Some(env) => env.now.clone(),
+            Some(env) => env.now.get_or_insert_with(jiff::Zoned::now).clone(),
             None => jiff::Zoned::now(),
         }
     }

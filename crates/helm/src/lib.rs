@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use gotmpl::{ExecLimits, ExecOptions, MissingKey, Templates, Value};
 
-pub use load::{Chart, ChartFile, LoadError};
+pub use load::{Chart, ChartFile, DataFile, LoadError};
 pub use objects::DEFAULT_KUBE_VERSION;
 
 pub use env::RenderEnv;
@@ -137,8 +137,15 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
     outputs.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, out) in outputs {
         for doc in split_manifests(&out) {
-            let hook = hook_of(&doc);
+            let head = if doc.contains("helm.sh/hook") { yaml_head(&doc).ok() } else { None };
+            let hook = head.as_ref().and_then(hook_in_head);
             if hook.as_deref().is_some_and(|h| !known_hook(h)) {
+                // helm reads the head before it drops the document: one it cannot read fails
+                // the render all the same (the documents kept are read by the caller).
+                if let Some(message) = head.as_ref().and_then(head_type_error) {
+                    let message = format!("YAML parse error on {name}: {message}");
+                    return Err(HelmError::Chart { chart: chart.label.clone(), message });
+                }
                 continue;
             }
             manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
@@ -186,7 +193,17 @@ pub fn render_templates(
     let coalesced = values::coalesce_values(&chart, &user).map_err(&bad)?;
     schema::validate_chart(&chart, &coalesced).map_err(&bad)?;
     let kube_version = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
-    let caps = objects::Capabilities::new(kube_version, &opts.api_versions).map_err(&bad)?;
+    let kube = objects::KubeVersion::parse(kube_version).map_err(&bad)?;
+    // helm's `Metadata.KubeVersion` is a string: a number there is its text.
+    let constraint = match chart.raw_metadata.get("kubeVersion") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    if !constraint.is_empty() {
+        kube.check_chart(&constraint).map_err(&bad)?;
+    }
+    let caps = objects::Capabilities::with(kube, &opts.api_versions).map_err(&bad)?;
     let release = Value::map(BTreeMap::from([
         ("Name".to_string(), Value::str(opts.release_name.as_str())),
         ("Namespace".to_string(), Value::str(opts.namespace.as_str())),
@@ -218,10 +235,10 @@ pub fn render_templates(
         limits: opts.limits,
         map_methods: Some(objects::values_methods(typed)),
     };
-    let mut env = RenderEnv::new(opts.seed, jiff::Zoned::now());
+    let mut env = RenderEnv::seeded(opts.seed);
     let mut crds = Vec::new();
     if opts.include_crds {
-        collect_crds(&chart, &chart.metadata.name, &mut crds);
+        collect_crds(&chart, &chart.metadata.name, &mut crds)?;
     }
     let mut total = 0usize;
     for r in &renderables {
@@ -321,18 +338,20 @@ fn collect(
     Value::map((*data).clone())
 }
 
-fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<CrdFile>) {
+fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<CrdFile>) -> Result<(), HelmError> {
     for f in chart.crd_files() {
         // Helm's `hasManifestExtension`: the extension in any case.
         let ext = f.name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
         if !["yaml", "yml", "json"].contains(&ext.as_str()) {
             continue;
         }
-        out.push(CrdFile { path: format!("{full_path}/{}", f.name), data: f.data.clone() });
+        let data = f.data().map_err(|message| HelmError::Chart { chart: chart.label.clone(), message })?;
+        out.push(CrdFile { path: format!("{full_path}/{}", f.name), data });
     }
     for dep in &chart.dependencies {
-        collect_crds(dep, &format!("{full_path}/charts/{}", dep.name()), out);
+        collect_crds(dep, &format!("{full_path}/charts/{}", dep.name()), out)?;
     }
+    Ok(())
 }
 
 /// Helm's `releaseutil.SplitManifests`: the text trimmed, split where the regular expression
@@ -345,12 +364,49 @@ pub fn split_manifests(text: &str) -> Vec<String> {
 /// The documents of `text` exactly as helm's `SplitManifests` gives them and `helm template`
 /// prints them: the parts left of white space, the last one keeping its trailing white space.
 pub fn manifest_parts(text: &str) -> Vec<&str> {
-    static SEP: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    // Go's `\s` is ASCII white space.
-    let sep = SEP.get_or_init(|| {
-        regex::Regex::new(r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*").unwrap_or_else(|e| unreachable!("{e}"))
-    });
-    sep.split(text.trim_start()).filter(|d| !d.trim().is_empty()).map(str::trim_start).collect()
+    let text = text.trim_start();
+    let mut parts = Vec::new();
+    let mut last = 0;
+    for (start, end) in separators(text) {
+        parts.push(&text[last..start]);
+        last = end;
+    }
+    parts.push(&text[last..]);
+    parts.into_iter().filter(|d| !d.trim().is_empty()).map(str::trim_start).collect()
+}
+
+/// Where helm's separator `(?:^|\s*\n)---\s*` matches in `text`, as Go's leftmost-first,
+/// non-overlapping search finds it (Go's `\s` is ASCII white space without `\v`). Matched by
+/// hand: `---` at the very start, or preceded by a newline, taking the white space around it.
+fn separators(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let b = text.as_bytes();
+    let space = |c: u8| matches!(c, b'\t' | b'\n' | b'\x0C' | b'\r' | b' ');
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let mut search = from;
+        loop {
+            let dashes = search + text.get(search..)?.find("---")?;
+            let start = if dashes == 0 {
+                0
+            } else if dashes > from && b[dashes - 1] == b'\n' {
+                // The white space before, back to the previous match's end.
+                let mut start = dashes - 1;
+                while start > from && space(b[start - 1]) {
+                    start -= 1;
+                }
+                start
+            } else {
+                search = dashes + 1;
+                continue;
+            };
+            let mut end = dashes + 3;
+            while end < b.len() && space(b[end]) {
+                end += 1;
+            }
+            from = end;
+            return Some((start, end));
+        }
+    })
 }
 
 /// The hook events helm knows (`test-success` is Helm 2's name of `test`).
@@ -375,9 +431,52 @@ pub fn hook_of(doc: &str) -> Option<String> {
     hook_in_head(&yaml_head(doc).ok()?)
 }
 
-/// The `helm.sh/hook` annotation of a document's head ([`yaml_head`]).
+/// The `helm.sh/hook` annotation of a document's head ([`yaml_head`]), as helm reads it into
+/// a string: sigs.k8s.io/yaml gives a number or a boolean as its text and null as "" (the
+/// annotation is there: a hook of no known event, which helm leaves out). No hook event is a
+/// number, so only the presence of such a value counts, not its exact text.
 pub fn hook_in_head(head: &serde_json::Value) -> Option<String> {
-    head.get("metadata")?.get("annotations")?.get("helm.sh/hook")?.as_str().map(str::to_string)
+    match head.get("metadata")?.get("annotations")?.get("helm.sh/hook")? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => Some(String::new()),
+        scalar @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_)) => Some(scalar.to_string()),
+        // A sequence or mapping fails the whole render ([`head_type_error`]).
+        _ => None,
+    }
+}
+
+/// Where helm fails to read a document's head: helm decodes `apiVersion`, `kind`,
+/// `metadata.name` and every `metadata.annotations` value into Go strings (its `SimpleHead`,
+/// through sigs.k8s.io/yaml), which takes scalars as their text but not a sequence or a
+/// mapping. The message is helm's, for the first such field in the order Go's decoder meets
+/// them (the keys of the JSON it decodes are sorted).
+pub fn head_type_error(head: &serde_json::Value) -> Option<String> {
+    let shape = |v: &serde_json::Value| match v {
+        serde_json::Value::Array(_) => Some("array"),
+        serde_json::Value::Object(_) => Some("object"),
+        _ => None,
+    };
+    let fail = |what: &str, field: &str| {
+        format!(
+            "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {what} into Go struct field {field} of type string"
+        )
+    };
+    for (key, field) in [("apiVersion", "SimpleHead.apiVersion"), ("kind", "SimpleHead.kind")] {
+        if let Some(what) = head.get(key).and_then(shape) {
+            return Some(fail(what, field));
+        }
+    }
+    let metadata = head.get("metadata")?;
+    if let Some(annotations) = metadata.get("annotations").and_then(serde_json::Value::as_object) {
+        let mut keys: Vec<&String> = annotations.keys().collect();
+        keys.sort();
+        for key in keys {
+            if let Some(what) = annotations.get(key).and_then(shape) {
+                return Some(fail(what, ".metadata.annotations"));
+            }
+        }
+    }
+    metadata.get("name").and_then(shape).map(|what| fail(what, ".metadata.name"))
 }
 
 fn template_error(label: &str, e: &gotmpl::TemplateError) -> HelmError {

@@ -1,12 +1,14 @@
 //! Loading a Helm chart from a directory or a `.tgz`, with its subcharts,
 //! the way Helm's loader sorts files into metadata, values, templates and
 //! other files. Hardened: paths stay inside the chart, links are refused,
-//! sizes are bounded.
+//! sizes are bounded. From a directory, the files templates read through
+//! `.Files` (and `crds/`) are read when first asked for ([`DataFile`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::io::Read as _;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 
@@ -34,6 +36,95 @@ fn err(chart: &str, message: impl Into<String>) -> LoadError {
 pub struct ChartFile {
     pub name: String,
     pub data: Arc<[u8]>,
+}
+
+/// A file of `.Files` (and `crds/`). From a directory it is read when a template or the CRD
+/// printer first asks for it, then kept: real charts ship megabytes that no template reads
+/// (argo-workflows: 10 MiB of `files/crds/full` beside the 1 MiB its defaults use), which helm
+/// reads whole and we need not. It was opened once while loading, so a file helm could not read
+/// fails the load as in helm; a read can still fail later only if the file changes meanwhile.
+#[derive(Debug, Clone)]
+pub struct DataFile {
+    pub name: String,
+    content: Content,
+}
+
+#[derive(Debug, Clone)]
+enum Content {
+    Loaded(Arc<[u8]>),
+    OnDisk(Arc<OnDisk>),
+}
+
+#[derive(Debug)]
+struct OnDisk {
+    path: PathBuf,
+    read: OnceLock<Result<Arc<[u8]>, String>>,
+}
+
+impl DataFile {
+    /// A file whose bytes are already in memory.
+    pub fn new(name: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
+        Self { name: name.into(), content: Content::Loaded(data.into()) }
+    }
+
+    /// Its bytes, read on the first call; the error names the file.
+    pub fn data(&self) -> Result<Arc<[u8]>, String> {
+        match &self.content {
+            Content::Loaded(data) => Ok(data.clone()),
+            Content::OnDisk(disk) => disk
+                .read
+                .get_or_init(|| read_bounded(&disk.path).map(Arc::from))
+                .clone()
+                .map_err(|e| format!("{}: {e}", self.name)),
+        }
+    }
+}
+
+/// Opens a chart file without following a link in its last component: a file swapped for a
+/// link after the walk refused links must not lead outside the chart.
+fn open_file(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    options.open(path)
+}
+
+/// Reads a file of at most [`MAX_FILE_BYTES`], whatever size it had when it was listed.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let file = open_file(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut data = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut data).map_err(|e| format!("cannot read: {e}"))?;
+    if data.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("exceeds the limit of {MAX_FILE_BYTES} bytes"));
+    }
+    Ok(data)
+}
+
+/// A file as the loader lists it: in memory (archives, callers' lists) or on disk, read only
+/// if the loader needs it ([`DataFile`]).
+enum Raw {
+    Bytes(Vec<u8>),
+    Disk(PathBuf),
+}
+
+impl Raw {
+    fn read(self, label: &str, name: &str) -> Result<Vec<u8>, LoadError> {
+        match self {
+            Raw::Bytes(data) => Ok(data),
+            Raw::Disk(path) => read_bounded(&path).map_err(|m| err(label, format!("{name}: {m}"))),
+        }
+    }
+
+    fn into_data_file(self, label: &str, name: String) -> Result<DataFile, LoadError> {
+        match self {
+            Raw::Bytes(data) => Ok(DataFile::new(name, data)),
+            Raw::Disk(path) => {
+                open_file(&path).map_err(|e| err(label, format!("cannot read {name}: {e}")))?;
+                Ok(DataFile { name, content: Content::OnDisk(Arc::new(OnDisk { path, read: OnceLock::new() })) })
+            }
+        }
+    }
 }
 
 /// A dependency as `Chart.yaml` declares it.
@@ -101,7 +192,7 @@ pub struct Chart {
     /// `templates/**`, sorted by name.
     pub templates: Vec<ChartFile>,
     /// Every other file (for `.Files`; `crds/` among them).
-    pub files: Vec<ChartFile>,
+    pub files: Vec<DataFile>,
     /// The charts of `charts/`.
     pub dependencies: Vec<Chart>,
 }
@@ -112,7 +203,7 @@ impl Chart {
     }
 
     /// The files under `crds/` (Helm's CRD objects), sorted.
-    pub fn crd_files(&self) -> impl Iterator<Item = &ChartFile> {
+    pub fn crd_files(&self) -> impl Iterator<Item = &DataFile> {
         self.files.iter().filter(|f| f.name.starts_with("crds/"))
     }
 }
@@ -124,7 +215,7 @@ pub fn load(path: &Path) -> Result<Chart, LoadError> {
         let mut files = Vec::new();
         let mut total = 0u64;
         read_dir_files(path, path, &label, &mut files, &mut total)?;
-        from_files(&label, files)
+        sort_files(&label, files)
     } else {
         let data = std::fs::read(path).map_err(|e| err(&label, format!("cannot read: {e}")))?;
         load_archive(&label, &data)
@@ -135,7 +226,7 @@ fn read_dir_files(
     root: &Path,
     dir: &Path,
     label: &str,
-    out: &mut Vec<(String, Vec<u8>)>,
+    out: &mut Vec<(String, Raw)>,
     total: &mut u64,
 ) -> Result<(), LoadError> {
     let entries = std::fs::read_dir(dir).map_err(|e| err(label, format!("cannot read {}: {e}", dir.display())))?;
@@ -153,8 +244,7 @@ fn read_dir_files(
         } else if file_type.is_file() {
             let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
             check_size(label, &rel, size, total)?;
-            let data = std::fs::read(&path).map_err(|e| err(label, format!("cannot read {rel}: {e}")))?;
-            out.push((rel, data));
+            out.push((rel, Raw::Disk(path)));
         }
     }
     Ok(())
@@ -218,14 +308,23 @@ pub const MAX_SUBCHART_DEPTH: usize = 16;
 
 /// Sorts a chart's files as Helm's loader does.
 pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
+    sort_files(label, files.into_iter().map(|(name, data)| (name, Raw::Bytes(data))).collect())
+}
+
+fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadError> {
     // Every level is loaded, coalesced and rendered by recursion: a chart
     // vendoring itself 45 levels deep must be an error, not a stack overflow.
     if label.matches("/charts/").count() > MAX_SUBCHART_DEPTH {
         return Err(err(label, format!("subcharts nested deeper than {MAX_SUBCHART_DEPTH} levels")));
     }
-    let ignore = match files.iter().find(|(n, _)| n == ".helmignore") {
-        Some((_, data)) => {
-            IgnoreRules::parse(&crate::lossy_text(data)).map_err(|m| err(label, format!(".helmignore: {m}")))?
+    let ignore = match files.iter().position(|(n, _)| n == ".helmignore") {
+        Some(i) => {
+            let raw = std::mem::replace(&mut files[i].1, Raw::Bytes(Vec::new()));
+            let data = raw.read(label, ".helmignore")?;
+            let rules =
+                IgnoreRules::parse(&crate::lossy_text(&data)).map_err(|m| err(label, format!(".helmignore: {m}")));
+            files[i].1 = Raw::Bytes(data);
+            rules?
         }
         None => IgnoreRules::default(),
     };
@@ -234,15 +333,16 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
     let mut schema = None;
     let mut templates = Vec::new();
     let mut other = Vec::new();
-    let mut subcharts: BTreeMap<String, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+    let mut subcharts: BTreeMap<String, Vec<(String, Raw)>> = BTreeMap::new();
     // Every file under a directory asks about that directory again: asked once per chart.
     let mut dirs = HashMap::new();
-    for (name, data) in files {
+    for (name, raw) in files {
         if is_ignored(&ignore, &name, &mut dirs) {
             continue;
         }
         match name.as_str() {
             "Chart.yaml" => {
+                let data = raw.read(label, &name)?;
                 let text = crate::lossy_text(&data);
                 let raw = super::yaml::read_chart_yaml(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
                 let meta: Metadata =
@@ -250,18 +350,22 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
                 metadata = Some((meta, raw));
             }
             "values.yaml" => {
+                let data = raw.read(label, &name)?;
                 values = super::values::parse_values(&crate::lossy_text(&data))
                     .map_err(|m| err(label, format!("values.yaml: {m}")))?;
             }
-            "values.schema.json" => schema = Some(Arc::from(data)),
+            "values.schema.json" => schema = Some(Arc::from(raw.read(label, &name)?)),
             "Chart.lock" | "requirements.yaml" | "requirements.lock" => {}
-            n if n.starts_with("templates/") => templates.push(ChartFile { name, data: Arc::from(data) }),
+            n if n.starts_with("templates/") => {
+                let data = Arc::from(raw.read(label, &name)?);
+                templates.push(ChartFile { name, data });
+            }
             n if n.starts_with("charts/") && !n.ends_with(".prov") => {
                 let rest = &n["charts/".len()..];
                 let (sub, inner) = rest.split_once('/').unwrap_or((rest, ""));
-                subcharts.entry(sub.to_string()).or_default().push((inner.to_string(), data));
+                subcharts.entry(sub.to_string()).or_default().push((inner.to_string(), raw));
             }
-            _ => other.push(ChartFile { name, data: Arc::from(data) }),
+            _ => other.push(raw.into_data_file(label, name)?),
         }
     }
     let Some((metadata, raw_metadata)) = metadata else {
@@ -274,8 +378,8 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
     for (sub, entries) in subcharts {
         let sub_label = format!("{label}/charts/{sub}");
         if sub.ends_with(".tgz") || sub.ends_with(".tar.gz") {
-            if let Some((_, data)) = entries.into_iter().find(|(inner, _)| inner.is_empty()) {
-                dependencies.push(load_archive(&sub_label, &data)?);
+            if let Some((_, raw)) = entries.into_iter().find(|(inner, _)| inner.is_empty()) {
+                dependencies.push(load_archive(&sub_label, &raw.read(label, &format!("charts/{sub}"))?)?);
             }
         } else {
             // A plain file directly in charts/ is not a chart; Helm ignores
@@ -284,7 +388,7 @@ pub fn from_files(label: &str, files: Vec<(String, Vec<u8>)>) -> Result<Chart, L
             if files.is_empty() {
                 continue;
             }
-            dependencies.push(from_files(&sub_label, files)?);
+            dependencies.push(sort_files(&sub_label, files)?);
         }
     }
     templates.sort_by(|a, b| a.name.cmp(&b.name));

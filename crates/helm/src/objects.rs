@@ -8,7 +8,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 
 use super::ignore::glob_match;
-use super::load::ChartFile;
+use super::load::DataFile;
 use gotmpl::{FuncError, Object, Value};
 
 /// The Kubernetes version `helm template` assumes without `--kube-version`
@@ -202,7 +202,11 @@ impl Capabilities {
     /// Capabilities for a Kubernetes version (`v1.33.2` or `1.33.2`) and
     /// extra API versions besides the defaults.
     pub fn new(kube_version: &str, extra_api_versions: &[String]) -> Result<Self, String> {
-        let kube = KubeVersion::parse(kube_version)?;
+        Self::with(KubeVersion::parse(kube_version)?, extra_api_versions)
+    }
+
+    /// Capabilities for a parsed Kubernetes version.
+    pub fn with(kube: KubeVersion, extra_api_versions: &[String]) -> Result<Self, String> {
         let mut apis: Vec<Value> = DEFAULT_API_VERSIONS.iter().map(|v| Value::str(*v)).collect();
         apis.extend(extra_api_versions.iter().map(|v| Value::str(v.as_str())));
         Ok(Self {
@@ -232,25 +236,70 @@ impl Object for Capabilities {
     }
 }
 
-/// `.Capabilities.KubeVersion`.
+/// `.Capabilities.KubeVersion`: Helm's `common.KubeVersion`, from the version parsed as
+/// Kubernetes' `version.ParseGeneric` parses it (two or more dot-separated numbers after an
+/// optional `v`, then anything).
 pub struct KubeVersion {
+    /// The version as given, with a `v` in front (`v1.29.4-gke.100`, `v1.29`).
     version: String,
+    /// Its numbers only (`v1.29.4`, `v1.29`): what `String()` gives and constraints check.
+    normalized: String,
     major: String,
     minor: String,
 }
 
 impl KubeVersion {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let v = text.trim();
-        let bare = v.strip_prefix('v').unwrap_or(v);
-        let mut parts = bare.splitn(3, '.');
-        let major = parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        let minor = parts.next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        let (Some(major), Some(minor)) = (major, minor) else {
-            return Err(format!("invalid Kubernetes version {text:?}"));
+        let invalid = || format!("invalid Kubernetes version {text:?}");
+        let bare = text.trim_start();
+        let bare = bare.strip_prefix('v').unwrap_or(bare);
+        // The dot-separated numbers at the start; what follows is kept but not interpreted.
+        let mut numbers: Vec<u64> = Vec::new();
+        let mut rest = bare;
+        loop {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                break;
+            }
+            // Kubernetes refuses a leading zero in the first number.
+            if numbers.is_empty() && digits > 1 && rest.starts_with('0') {
+                return Err(invalid());
+            }
+            numbers.push(rest[..digits].parse().map_err(|_| invalid())?);
+            rest = &rest[digits..];
+            match rest.strip_prefix('.') {
+                Some(after) if after.starts_with(|c: char| c.is_ascii_digit()) => rest = after,
+                _ => break,
+            }
+        }
+        if numbers.len() < 2 {
+            return Err(invalid());
+        }
+        let joined: Vec<String> = numbers.iter().map(u64::to_string).collect();
+        let version = if text.starts_with('v') { text.to_string() } else { format!("v{text}") };
+        Ok(Self {
+            version,
+            normalized: format!("v{}", joined.join(".")),
+            major: joined[0].clone(),
+            minor: joined[1].clone(),
+        })
+    }
+}
+
+impl KubeVersion {
+    /// Helm's check of a chart's `kubeVersion` (its root chart's only): the constraint against
+    /// the version's numbers (so `v1.29.4-gke.100` satisfies `>= 1.21.0`); a constraint or
+    /// version that does not parse is incompatible. The message names the version as given.
+    pub fn check_chart(&self, constraint: &str) -> Result<(), String> {
+        use crate::sprig::semver::{Constraints, Version};
+        let compatible = match (Constraints::parse(constraint), Version::parse(&self.normalized)) {
+            (Ok(c), Ok(v)) => c.check(&v),
+            _ => false,
         };
-        let patch = parts.next().unwrap_or("0");
-        Ok(Self { version: format!("v{major}.{minor}.{patch}"), major: major.into(), minor: minor.into() })
+        if compatible {
+            return Ok(());
+        }
+        Err(format!("chart requires kubeVersion: {constraint} which is incompatible with Kubernetes {}", self.version))
     }
 }
 
@@ -261,23 +310,31 @@ impl Object for KubeVersion {
 
     fn field(&self, name: &str) -> Option<Value> {
         match name {
-            "Version" | "GitVersion" | "String" => Some(Value::str(self.version.as_str())),
+            "Version" | "GitVersion" => Some(Value::str(self.version.as_str())),
+            "String" => Some(Value::str(self.normalized.as_str())),
             "Major" => Some(Value::str(self.major.as_str())),
             "Minor" => Some(Value::str(self.minor.as_str())),
             _ => None,
         }
     }
 
-    /// `KubeVersion` has a `String()` method: Go prints the version.
+    /// A struct without a `String()` of its own (the method is on its pointer): Go prints its
+    /// fields, the unexported one too.
     fn go_string(&self) -> String {
-        self.version.clone()
+        format!("{{{} {} {} {}}}", self.version, self.normalized, self.major, self.minor)
     }
 
+    /// `{{ .Capabilities.KubeVersion }}` reaches the pointer's `String()`.
+    fn addressable_string(&self) -> Option<String> {
+        Some(self.normalized.clone())
+    }
+
+    /// Its exported fields, under their Go names (the struct has no JSON tags).
     fn to_data(&self) -> Value {
         Value::map(BTreeMap::from([
-            ("version".to_string(), Value::str(self.version.as_str())),
-            ("major".to_string(), Value::str(self.major.as_str())),
-            ("minor".to_string(), Value::str(self.minor.as_str())),
+            ("Version".to_string(), Value::str(self.version.as_str())),
+            ("Major".to_string(), Value::str(self.major.as_str())),
+            ("Minor".to_string(), Value::str(self.minor.as_str())),
         ]))
     }
 }
@@ -340,42 +397,48 @@ impl Object for HelmVersion {
 
 /// `.Files`: the chart's other files, by path.
 pub struct Files {
-    files: Arc<Vec<ChartFile>>,
+    files: Arc<Vec<DataFile>>,
     /// Indices into `files` this view holds (`Glob` narrows it).
     view: Vec<usize>,
 }
 
 impl Files {
-    pub fn new(files: Arc<Vec<ChartFile>>) -> Self {
+    pub fn new(files: Arc<Vec<DataFile>>) -> Self {
         let view = (0..files.len()).collect();
         Self { files, view }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &ChartFile> {
+    fn iter(&self) -> impl Iterator<Item = &DataFile> {
         self.view.iter().filter_map(|i| self.files.get(*i))
     }
 
-    fn get(&self, name: &str) -> Option<&ChartFile> {
-        self.iter().find(|f| f.name == name)
+    /// The bytes of file `name`; none (helm's nil) when the chart has no such file.
+    fn get(&self, name: &str) -> Result<Option<Arc<[u8]>>, FuncError> {
+        self.iter().find(|f| f.name == name).map(|f| f.data().map_err(FuncError::msg)).transpose()
     }
 
-    fn as_map(&self, encode: bool) -> String {
+    fn text(&self, name: &str) -> Result<String, FuncError> {
+        Ok(self.get(name)?.map(|data| String::from_utf8_lossy(&data).into_owned()).unwrap_or_default())
+    }
+
+    fn as_map(&self, encode: bool) -> Result<String, FuncError> {
         let mut entries: BTreeMap<String, String> = BTreeMap::new();
         for f in self.iter() {
             let base = f.name.rsplit('/').next().unwrap_or(&f.name).to_string();
+            let data = f.data().map_err(FuncError::msg)?;
             let v = if encode {
-                base64::engine::general_purpose::STANDARD.encode(&f.data)
+                base64::engine::general_purpose::STANDARD.encode(&data)
             } else {
-                String::from_utf8_lossy(&f.data).into_owned()
+                String::from_utf8_lossy(&data).into_owned()
             };
             entries.insert(base, v);
         }
         if entries.is_empty() {
-            return String::new();
+            return Ok(String::new());
         }
         let map = Value::map(entries.into_iter().map(|(k, v)| (k, Value::str(v))).collect());
         // Helm's toYaml: sigs.k8s.io/yaml, the trailing newline trimmed.
-        crate::goyaml::value_to_yaml(&map).trim_end_matches('\n').to_string()
+        Ok(crate::goyaml::value_to_yaml(&map).trim_end_matches('\n').to_string())
     }
 }
 
@@ -384,12 +447,10 @@ impl Object for Files {
         "files.Files"
     }
 
-    fn field(&self, name: &str) -> Option<Value> {
-        match name {
-            "AsConfig" => Some(Value::str(self.as_map(false))),
-            "AsSecrets" => Some(Value::str(self.as_map(true))),
-            _ => None,
-        }
+    /// `AsConfig` and `AsSecrets` are answered by [`Object::call`], which may fail (a file that
+    /// can no longer be read).
+    fn field(&self, _name: &str) -> Option<Value> {
+        None
     }
 
     fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
@@ -403,13 +464,11 @@ impl Object for Files {
             }
         };
         Some(match method {
-            "Get" => arg(0).map(|n| {
-                Value::str(self.get(n).map(|f| String::from_utf8_lossy(&f.data).into_owned()).unwrap_or_default())
-            }),
+            "Get" => arg(0).and_then(|n| self.text(n)).map(Value::str),
             "GetBytes" => arg(0)
-                .map(|n| Value::Bytes(self.get(n).map(|f| Rc::from(&f.data[..])).unwrap_or_else(|| Rc::from(&[][..])))),
-            "Lines" => arg(0).map(|n| {
-                let text = self.get(n).map(|f| String::from_utf8_lossy(&f.data).into_owned()).unwrap_or_default();
+                .and_then(|n| self.get(n))
+                .map(|data| Value::Bytes(data.map(|d| Rc::from(&d[..])).unwrap_or_else(|| Rc::from(&[][..])))),
+            "Lines" => arg(0).and_then(|n| self.text(n)).map(|text| {
                 if text.is_empty() {
                     Value::list(Vec::new())
                 } else {
@@ -426,7 +485,7 @@ impl Object for Files {
                 }
                 Ok(Value::Object(Rc::new(Files { files: self.files.clone(), view })))
             }),
-            "AsConfig" | "AsSecrets" => Ok(Value::str(self.as_map(method == "AsSecrets"))),
+            "AsConfig" | "AsSecrets" => self.as_map(method == "AsSecrets").map(Value::str),
             _ => return None,
         })
     }
@@ -436,8 +495,15 @@ impl Object for Files {
         format!("map[{}]", names.join(" "))
     }
 
+    /// `range`, `index` and `len` over `.Files` see every file's bytes. A file that can no
+    /// longer be read (changed while rendering) cannot be told here: the view then has no
+    /// elements, so the template fails ("can't iterate over ...") rather than miss a file.
     fn elements(&self) -> Option<Value> {
-        Some(Value::map(self.iter().map(|f| (f.name.clone(), Value::Bytes(Rc::from(&f.data[..])))).collect()))
+        let mut entries = BTreeMap::new();
+        for f in self.iter() {
+            entries.insert(f.name.clone(), Value::Bytes(Rc::from(&f.data().ok()?[..])));
+        }
+        Some(Value::map(entries))
     }
 }
 

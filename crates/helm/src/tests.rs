@@ -148,6 +148,78 @@ fn files_get_glob_lines_and_helmignore() {
     assert_eq!(out, vec!["get: k=v\nlines: [line1][line2]\nbak: []\nconfig:\na.txt: |\n  line1\n  line2".to_string()]);
 }
 
+/// A directory chart's other files are read when a template first asks for them: one removed
+/// after loading costs nothing until a template (or `--include-crds`) needs it, and then fails
+/// the render naming it, never as an empty file. A file swapped for a link is not followed.
+#[test]
+fn files_of_a_directory_chart_are_read_when_asked_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\n"),
+            ("files/used.txt", "used"),
+            ("files/unused.txt", "unused"),
+            ("crds/crd.yaml", "kind: CustomResourceDefinition\n"),
+            ("templates/t.yaml", "got: {{ .Files.Get \"files/used.txt\" }}\n"),
+        ],
+    );
+    let chart = load_chart(dir.path()).expect("loads");
+    std::fs::remove_file(dir.path().join("files/unused.txt")).expect("rm");
+    std::fs::remove_file(dir.path().join("crds/crd.yaml")).expect("rm");
+    let out = render_chart(&chart, &HelmOptions::new("r", "n")).expect("renders");
+    assert_eq!(contents(&out), vec!["got: used".to_string()]);
+
+    let mut with_crds = HelmOptions::new("r", "n");
+    with_crds.include_crds = true;
+    let e = render_chart(&chart, &with_crds).expect_err("the CRD file is gone").to_string();
+    assert!(e.contains("crds/crd.yaml") && e.contains("cannot read"), "{e}");
+
+    // Read once, then kept: the render after the file is gone still has it.
+    std::fs::remove_file(dir.path().join("files/used.txt")).expect("rm");
+    let again = render_chart(&chart, &HelmOptions::new("r", "n")).expect("renders from what was read");
+    assert_eq!(contents(&again), vec!["got: used".to_string()]);
+
+    write(dir.path(), &[("files/used.txt", "used"), ("secret.txt", "outside")]);
+    let chart = load_chart(dir.path()).expect("loads");
+    std::fs::remove_file(dir.path().join("files/used.txt")).expect("rm");
+    std::os::unix::fs::symlink(dir.path().join("secret.txt"), dir.path().join("files/used.txt")).expect("link");
+    let e = render_chart(&chart, &HelmOptions::new("r", "n")).expect_err("a link is not followed").to_string();
+    assert!(e.contains("files/used.txt") && e.contains("cannot read"), "{e}");
+    assert!(!e.contains("outside"), "{e}");
+}
+
+/// helm checks the root chart's `kubeVersion` against the version's numbers (a provider's
+/// suffix passes), names the version as given, and checks no subchart's.
+#[test]
+fn the_root_charts_kube_version_is_checked_as_helm_checks_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\nkubeVersion: \">= 1.21.0\"\n"),
+            ("templates/t.yaml", "v: {{ .Capabilities.KubeVersion.Version }}\n"),
+            ("charts/sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 1.0.0\nkubeVersion: \">= 99.0.0\"\n"),
+        ],
+    );
+    let chart = load_chart(dir.path()).expect("loads");
+    let mut opts = HelmOptions::new("r", "n");
+    opts.kube_version = Some("v1.29.4-gke.100".into());
+    assert_eq!(contents(&render_chart(&chart, &opts).expect("renders")), vec!["v: v1.29.4-gke.100".to_string()]);
+    opts.kube_version = Some("v1.20.15-gke.1".into());
+    let e = render_chart(&chart, &opts).expect_err("too old").to_string();
+    assert!(
+        e.ends_with("chart requires kubeVersion: >= 1.21.0 which is incompatible with Kubernetes v1.20.15-gke.1"),
+        "{e}"
+    );
+    write(dir.path(), &[("Chart.yaml", "apiVersion: v2\nname: c\nversion: 1.0.0\nkubeVersion: not a constraint\n")]);
+    let e = render_chart(&load_chart(dir.path()).expect("loads"), &HelmOptions::new("r", "n")).expect_err("unparsable");
+    assert!(
+        e.to_string().contains("kubeVersion: not a constraint which is incompatible with Kubernetes v1.36.0"),
+        "{e}"
+    );
+}
+
 #[test]
 fn capabilities_release_and_chart_objects() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -275,6 +347,29 @@ fn split_manifests_like_helm() {
     assert_eq!(split_manifests("a: 1\n---\nb: 2\n--- \n\n---\nc: 3"), vec!["a: 1", "b: 2", "---\nc: 3"]);
     assert_eq!(split_manifests("a: 1\n---# comment\nb: 2\n---text: 3"), vec!["a: 1", "# comment\nb: 2", "text: 3"]);
     assert_eq!(split_manifests("---\na: 1"), vec!["a: 1"]);
+}
+
+#[test]
+fn documents_split_where_helms_expression_matches() {
+    // helm's `SplitManifests` expression, which `manifest_parts` matches by hand: compared on
+    // every string of up to 8 characters of separators, white space and text.
+    let sep = regex::Regex::new(r"(?:^|[\t\n\x0C\r ]*\n)---[\t\n\x0C\r ]*").expect("helm's expression");
+    let mut current = vec![String::new()];
+    let mut split = 0;
+    for _ in 0..=8 {
+        let mut next = Vec::new();
+        for text in &current {
+            let trimmed = text.trim_start();
+            let want: Vec<&str> = sep.split(trimmed).filter(|d| !d.trim().is_empty()).map(str::trim_start).collect();
+            assert_eq!(manifest_parts(text), want, "{text:?}");
+            split += usize::from(want.len() > 1);
+            for c in ['-', '\n', ' ', 'x', '\r'] {
+                next.push(format!("{text}{c}"));
+            }
+        }
+        current = next;
+    }
+    assert!(split > 500, "{split}");
 }
 
 #[test]

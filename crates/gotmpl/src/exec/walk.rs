@@ -121,6 +121,9 @@ impl Exec<'_> {
                         Value::Map(_) if v.holds_itself() => {
                             return Err(self.err(cx, pipe.pos, pipe, "the value holds itself".into()).into());
                         }
+                        Value::Object(o) if ends_addressable(pipe) && o.addressable_string().is_some() => {
+                            out.push_str(&o.addressable_string().unwrap_or_default());
+                        }
                         v => write_value(out, v),
                     }
                     self.check_output(cx, pipe.pos, pipe, out)?;
@@ -354,4 +357,21 @@ impl Exec<'_> {
         }
         Err(self.err(cx, pos, ctx, format!("undefined variable: {name}")))
     }
+}
+
+/// Whether a pipeline's value is one Go can address when the action prints it: its last command
+/// is a field chain, a variable or dot (possibly in parentheses), not a function's result. (Go
+/// knows where each value came from: a variable or dot set from a function's result is not
+/// addressable either; we do not track that, and such values are rare among Helm's objects.)
+fn ends_addressable(pipe: &crate::parse::Pipe) -> bool {
+    fn addressable(arg: &crate::parse::Arg) -> bool {
+        use crate::parse::Arg;
+        match arg {
+            Arg::Field(..) | Arg::Variable(..) | Arg::Dot(..) => true,
+            Arg::Chain(_, inner, fields) => !fields.is_empty() || addressable(inner),
+            Arg::Pipe(inner) => inner.decl.is_empty() && ends_addressable(inner),
+            _ => false,
+        }
+    }
+    pipe.cmds.last().is_some_and(|cmd| cmd.args.len() == 1 && cmd.args.first().is_some_and(addressable))
 }

@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 
 use super::{i, reg, s};
+use crate::env::HostExt as _;
+use gotmpl::Host;
 use gotmpl::func::{FuncMap, Param};
 use gotmpl::value::{FuncError, Value};
 
@@ -11,15 +13,15 @@ use Param::{Int, String as Str};
 
 pub(super) fn register(m: &mut FuncMap) {
     for (name, must) in [("regexMatch", false), ("mustRegexMatch", true)] {
-        reg(m, name, &[Str, Str], move |_, a| match compile(&s(&a[0])) {
+        reg(m, name, &[Str, Str], move |h, a| match compile_cached(h, &s(&a[0])) {
             Ok(re) => Ok(re.is_match(&s(&a[1])).into()),
             Err(e) if must => Err(e),
             Err(_) => Ok(false.into()),
         });
     }
     for (name, must) in [("regexFindAll", false), ("mustRegexFindAll", true)] {
-        reg(m, name, &[Str, Str, Int], move |_, a| {
-            let re = compile_or(&s(&a[0]), must)?;
+        reg(m, name, &[Str, Str, Int], move |h, a| {
+            let re = compile_or(h, &s(&a[0]), must)?;
             let text = s(&a[1]);
             let n = i(&a[2]);
             let found = re.find_iter(&text).take(if n < 0 { usize::MAX } else { n as usize });
@@ -29,26 +31,26 @@ pub(super) fn register(m: &mut FuncMap) {
         });
     }
     for (name, must) in [("regexFind", false), ("mustRegexFind", true)] {
-        reg(m, name, &[Str, Str], move |_, a| {
-            let re = compile_or(&s(&a[0]), must)?;
+        reg(m, name, &[Str, Str], move |h, a| {
+            let re = compile_or(h, &s(&a[0]), must)?;
             Ok(re.find(&s(&a[1])).map(|x| x.as_str().to_string()).unwrap_or_default().into())
         });
     }
     for (name, must) in [("regexReplaceAll", false), ("mustRegexReplaceAll", true)] {
-        reg(m, name, &[Str, Str, Str], move |_, a| {
-            let re = compile_or(&s(&a[0]), must)?;
+        reg(m, name, &[Str, Str, Str], move |h, a| {
+            let re = compile_or(h, &s(&a[0]), must)?;
             Ok(re.replace_all(&s(&a[1]), s(&a[2]).as_ref()).into_owned().into())
         });
     }
     for (name, must) in [("regexReplaceAllLiteral", false), ("mustRegexReplaceAllLiteral", true)] {
-        reg(m, name, &[Str, Str, Str], move |_, a| {
-            let re = compile_or(&s(&a[0]), must)?;
+        reg(m, name, &[Str, Str, Str], move |h, a| {
+            let re = compile_or(h, &s(&a[0]), must)?;
             Ok(re.replace_all(&s(&a[1]), regex::NoExpand(&s(&a[2]))).into_owned().into())
         });
     }
     for (name, must) in [("regexSplit", false), ("mustRegexSplit", true)] {
-        reg(m, name, &[Str, Str, Int], move |_, a| {
-            let re = compile_or(&s(&a[0]), must)?;
+        reg(m, name, &[Str, Str, Int], move |h, a| {
+            let re = compile_or(h, &s(&a[0]), must)?;
             Ok(Value::list(split(&re, &s(&a[0]), &s(&a[1]), i(&a[2])).into_iter().map(Value::from).collect()))
         });
     }
@@ -57,8 +59,8 @@ pub(super) fn register(m: &mut FuncMap) {
 
 /// Compiles with Go's message on error; the non-`must` variants panic in Go
 /// (`regexp.MustCompile`), which the engine reports as an error as well.
-fn compile_or(pattern: &str, must: bool) -> Result<regex::Regex, FuncError> {
-    compile(pattern)
+fn compile_or(h: &mut dyn Host, pattern: &str, must: bool) -> Result<regex::Regex, FuncError> {
+    compile_cached(h, pattern)
         .map_err(|e| if must { e } else { FuncError::msg(format!("regexp: Compile({}): {e}", go_backquote(pattern))) })
 }
 
@@ -69,6 +71,25 @@ fn go_backquote(s: &str) -> String {
     } else {
         format!("`{s}`")
     }
+}
+
+/// How many compiled patterns a render keeps; patterns built from values could be endless.
+const MAX_CACHED: usize = 256;
+
+/// Compiles `pattern`, once per render: Go compiles at every call, but charts call the same
+/// expression for every object (argo-workflows' version label: two per object), and compiling
+/// costs far more than matching.
+fn compile_cached(h: &mut dyn Host, pattern: &str) -> Result<regex::Regex, FuncError> {
+    if let Some(re) = h.env().and_then(|env| env.regexes.get(pattern)) {
+        return Ok(re.clone());
+    }
+    let re = compile(pattern)?;
+    if let Some(env) = h.env()
+        && env.regexes.len() < MAX_CACHED
+    {
+        env.regexes.insert(pattern.to_string(), re.clone());
+    }
+    Ok(re)
 }
 
 pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, FuncError> {
@@ -334,7 +355,9 @@ fn quote_meta(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::format_value;
     use super::super::testhost::*;
+    use super::MAX_CACHED;
     use gotmpl::value::Value;
 
     /// Go patterns whose meaning differs in the regex crate's syntax; each
@@ -381,5 +404,30 @@ mod tests {
             callv("regexFind", &[st("("), st("x")]),
             "ERR regexp: Compile(`(`): error parsing regexp: missing closing ): `(`"
         );
+    }
+
+    /// A render compiles each pattern once and answers every call with its own pattern; a
+    /// pattern that does not compile is not kept, and the cache stops growing at its bound.
+    #[test]
+    fn a_render_compiles_each_pattern_once() {
+        let funcs = super::super::funcs();
+        let mut host = TestHost::new();
+        let mut call = |name: &str, args: &[Value]| {
+            let f = funcs.get(name).expect("registered");
+            format_value(&(f.body)(&mut host, args).unwrap_or_else(|e| Value::str(format!("ERR {e}"))))
+        };
+        assert_eq!(call("regexMatch", &[st("^a+$"), st("aaa")]), "true");
+        assert_eq!(call("regexMatch", &[st("^b+$"), st("aaa")]), "false");
+        assert_eq!(call("regexMatch", &[st("^a+$"), st("aab")]), "false");
+        assert_eq!(call("regexReplaceAll", &[st("^a+$"), st("aa"), st("x")]), "x");
+        assert_eq!(call("mustRegexMatch", &[st("[a"), st("x")]), "ERR error parsing regexp: missing closing ]: `[a`");
+        assert_eq!(host.env.regexes.len(), 2);
+        let mut host = TestHost::new();
+        let f = funcs.get("regexMatch").expect("registered");
+        for n in 0..MAX_CACHED + 10 {
+            let matched = (f.body)(&mut host, &[st(&format!("^{n}$")), st(&n.to_string())]).expect("compiles");
+            assert_eq!(format_value(&matched), "true");
+        }
+        assert_eq!(host.env.regexes.len(), MAX_CACHED);
     }
 }
