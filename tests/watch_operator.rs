@@ -189,6 +189,29 @@ async fn a_new_release_is_created_in_one_request_with_its_finalizer() {
 }
 
 #[tokio::test]
+async fn a_release_whose_deletion_takes_several_passes_is_deleted_once() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    let v1 = "docker-ferrol-1-27-v1";
+    server.put_object(stack_in(NS, "ferrol", &["v1"], true, "1h"));
+    wait_within("v1 and v3 ready", WAIT, || ready_in(&server, NS, v1) && ready_in(&server, NS, V3)).await;
+    // Its ClusterClass refuses to go twice: the release's deletion fails, reports it in its
+    // status (which triggers its stack), and is retried after the backoff.
+    server.fail_next(support::RequestMatch::any().verb("delete").resource("clusterclasses"), 500, 2);
+    server.clear_requests();
+    server.put_object(stack_in(NS, "ferrol", &[], true, "1h"));
+    wait_within("v1 gone", WAIT, || release_in(&server, NS, v1).is_none()).await;
+    let requests = server.requests();
+    let failed = requests.iter().filter(|r| r.resource == "clusterclasses" && r.status == 500).count();
+    assert_eq!(failed, 2, "the deletion took several passes");
+    let deletes =
+        requests.iter().filter(|r| r.verb == "delete" && r.resource == "clusterstackreleases" && r.name == v1).count();
+    assert_eq!(deletes, 1, "a release being deleted is not deleted again");
+    op.stop().await;
+}
+
+#[tokio::test]
 async fn twenty_stacks_on_one_repository_cost_one_request_per_interval() {
     let server = server().await;
     let cache = tempfile::tempdir().unwrap();

@@ -207,6 +207,11 @@ async fn reconcile_inner(stack: &ClusterStack, sctx: &StackContext, key: &str) -
         }
         if plan.source_listed {
             for tag in &plan.delete {
+                // Already being deleted (its finalizer waits for its objects to go): deleting it
+                // again would only cost a request, another Event and another pass.
+                if releases.iter().any(|r| r.name_any() == *tag && r.metadata.deletion_timestamp.is_some()) {
+                    continue;
+                }
                 match releases_api.delete(tag, &DeleteParams::background()).await {
                     Ok(_) => {}
                     Err(e) if is_not_found(&e) => {}
