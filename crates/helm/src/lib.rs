@@ -8,6 +8,7 @@
 //! no network (`lookup` is empty, as in `helm template`), no environment;
 //! the engine limits work, output and nesting.
 
+pub mod capabilities;
 mod env;
 mod errors;
 pub mod goyaml;
