@@ -114,6 +114,18 @@ impl Object for Capabilities {
     fn go_string(&self) -> String {
         "&{...}".into()
     }
+
+    fn to_data(&self) -> Value {
+        Value::map(BTreeMap::from([
+            ("KubeVersion".to_string(), self.kube_version.clone()),
+            ("APIVersions".to_string(), self.api_versions.clone()),
+            ("HelmVersion".to_string(), self.helm_version.clone()),
+        ]))
+    }
+
+    fn json_field_order(&self) -> &[&'static str] {
+        &["KubeVersion", "APIVersions", "HelmVersion"]
+    }
 }
 
 /// `.Capabilities.KubeVersion`: Helm's `common.KubeVersion`, from the version parsed as
@@ -217,6 +229,10 @@ impl Object for KubeVersion {
             ("Minor".to_string(), Value::str(self.minor.as_str())),
         ]))
     }
+
+    fn json_field_order(&self) -> &[&'static str] {
+        &["Version", "Major", "Minor"]
+    }
 }
 
 /// `.Capabilities.APIVersions`: a list with `Has`.
@@ -273,4 +289,28 @@ impl Object for HelmVersion {
     fn go_string(&self) -> String {
         format!("{{{HELM_VERSION}    }}")
     }
+
+    /// `version.BuildInfo` under its JSON tags. The build's commit and Go version are helm's
+    /// own; we are not that build, so they are empty, as the fields are.
+    fn to_data(&self) -> Value {
+        Value::map(
+            HELM_VERSION_FIELDS
+                .iter()
+                .map(|(key, field)| (key.to_string(), self.field(field).unwrap_or(Value::Nil)))
+                .collect(),
+        )
+    }
+
+    fn json_field_order(&self) -> &[&'static str] {
+        &["version", "git_commit", "git_tree_state", "go_version", "kube_client_version"]
+    }
 }
+
+/// `version.BuildInfo`'s JSON tags and fields.
+const HELM_VERSION_FIELDS: &[(&str, &str)] = &[
+    ("version", "Version"),
+    ("git_commit", "GitCommit"),
+    ("git_tree_state", "GitTreeState"),
+    ("go_version", "GoVersion"),
+    ("kube_client_version", "KubeClientVersion"),
+];

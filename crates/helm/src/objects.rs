@@ -64,6 +64,9 @@ impl Object for ChartObject {
         if name == "Dependencies" {
             return Some(go_dependencies(self.raw.get("dependencies")));
         }
+        if name == "Maintainers" {
+            return Some(go_maintainers(self.raw.get("maintainers")));
+        }
         let (key, zero) = chart_field(name)?;
         Some(match self.raw.get(key) {
             None | Some(serde_json::Value::Null) => zero,
@@ -77,9 +80,60 @@ impl Object for ChartObject {
         format!("{{{}}}", self.raw.get("name").and_then(|n| n.as_str()).unwrap_or_default())
     }
 
+    /// What helm gives `toJson`/`toYaml`: every field of `chart.Metadata` under its Go name,
+    /// zero values included, and `IsRoot`; the annotations are null when Chart.yaml has none
+    /// (a nil map). Keys Chart.yaml has beyond the metadata are not there.
     fn to_data(&self) -> Value {
-        Value::from_json(&self.raw)
+        let mut data: BTreeMap<String, Value> =
+            CHART_FIELDS.iter().filter_map(|name| Some((name.to_string(), self.field(name)?))).collect();
+        if !matches!(self.raw.get("annotations"), Some(serde_json::Value::Object(_))) {
+            data.insert("Annotations".into(), Value::Nil);
+        }
+        data.insert("IsRoot".into(), Value::Bool(self.is_root));
+        Value::map(data)
     }
+}
+
+/// The fields of Helm's `chart.Metadata`.
+const CHART_FIELDS: &[&str] = &[
+    "Name",
+    "Home",
+    "Sources",
+    "Version",
+    "Description",
+    "Keywords",
+    "Maintainers",
+    "Icon",
+    "APIVersion",
+    "Condition",
+    "Tags",
+    "AppVersion",
+    "Deprecated",
+    "Annotations",
+    "KubeVersion",
+    "Dependencies",
+    "Type",
+];
+
+/// `.Chart.Maintainers` as Helm's `*chart.Maintainer` values: `Name`, `Email`, `URL`.
+fn go_maintainers(list: Option<&serde_json::Value>) -> Value {
+    let Some(serde_json::Value::Array(list)) = list else { return Value::list(Vec::new()) };
+    let text = |m: &serde_json::Value, key: &str| match m.get(key) {
+        Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
+        Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
+        _ => Value::str(""),
+    };
+    let items = list
+        .iter()
+        .map(|m| {
+            Value::map(BTreeMap::from([
+                ("Name".to_string(), text(m, "name")),
+                ("Email".to_string(), text(m, "email")),
+                ("URL".to_string(), text(m, "url")),
+            ]))
+        })
+        .collect();
+    Value::list(items)
 }
 
 /// `.Chart.Dependencies` as Helm's `*chart.Dependency` values after dependency processing
