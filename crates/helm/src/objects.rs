@@ -15,83 +15,48 @@ pub use super::capabilities::{
     ApiVersions, Capabilities, DEFAULT_API_VERSIONS, DEFAULT_KUBE_VERSION, HELM_VERSION, HelmVersion, KubeVersion,
 };
 
-/// `.Chart`: Chart.yaml under Go's field names.
-pub struct ChartObject {
-    raw: serde_json::Value,
-    is_root: bool,
+/// `.Chart`: as helm v4 gives it, a `map[string]interface{}` of `chart.Metadata`'s fields under
+/// their Go names (zero values included; keys Chart.yaml has beyond the metadata left out) and
+/// `IsRoot`. Being a map, it prints, ranges, indexes and answers `typeOf` as a map does, and a
+/// key it lacks is empty, not an error.
+pub fn chart_value(raw: &serde_json::Value, is_root: bool) -> Value {
+    let mut data: BTreeMap<String, Value> =
+        CHART_FIELDS.iter().filter_map(|name| Some((name.to_string(), chart_field(raw, name)?))).collect();
+    data.insert("IsRoot".into(), Value::Bool(is_root));
+    Value::map(data)
 }
 
-impl ChartObject {
-    pub fn new(raw: serde_json::Value, is_root: bool) -> Self {
-        Self { raw, is_root }
-    }
-}
-
-/// Go field name → Chart.yaml key, and the zero value when absent.
-fn chart_field(name: &str) -> Option<(&'static str, Value)> {
+/// Field `name` of `chart.Metadata` from Chart.yaml (`raw`), or its zero value.
+fn chart_field(raw: &serde_json::Value, name: &str) -> Option<Value> {
     let empty_list = || Value::list(Vec::new());
-    Some(match name {
+    let (key, zero) = match name {
+        "Dependencies" => return Some(go_dependencies(raw.get("dependencies"))),
+        "Maintainers" => return Some(go_maintainers(raw.get("maintainers"))),
         "Name" => ("name", Value::str("")),
         "Home" => ("home", Value::str("")),
         "Sources" => ("sources", empty_list()),
         "Version" => ("version", Value::str("")),
         "Description" => ("description", Value::str("")),
         "Keywords" => ("keywords", empty_list()),
-        "Maintainers" => ("maintainers", empty_list()),
         "Icon" => ("icon", Value::str("")),
         "APIVersion" => ("apiVersion", Value::str("")),
         "Condition" => ("condition", Value::str("")),
         "Tags" => ("tags", Value::str("")),
         "AppVersion" => ("appVersion", Value::str("")),
         "Deprecated" => ("deprecated", Value::Bool(false)),
+        // helm's is a nil map when Chart.yaml has none: `toJson` writes null, where this
+        // empty map writes `{}` (the engine has no nil map); reading and ranging agree.
         "Annotations" => ("annotations", Value::empty_map()),
         "KubeVersion" => ("kubeVersion", Value::str("")),
-        "Dependencies" => ("dependencies", empty_list()),
         "Type" => ("type", Value::str("")),
         _ => return None,
+    };
+    Some(match raw.get(key) {
+        None | Some(serde_json::Value::Null) => zero,
+        // Chart.yaml strings stay strings even when YAML reads a number.
+        Some(serde_json::Value::Number(n)) if matches!(zero, Value::String(_)) => Value::str(n.to_string()),
+        Some(v) => Value::from_json(v),
     })
-}
-
-impl Object for ChartObject {
-    fn type_name(&self) -> &str {
-        "struct { chart.Metadata; IsRoot bool }"
-    }
-
-    fn field(&self, name: &str) -> Option<Value> {
-        if name == "IsRoot" {
-            return Some(Value::Bool(self.is_root));
-        }
-        if name == "Dependencies" {
-            return Some(go_dependencies(self.raw.get("dependencies")));
-        }
-        if name == "Maintainers" {
-            return Some(go_maintainers(self.raw.get("maintainers")));
-        }
-        let (key, zero) = chart_field(name)?;
-        Some(match self.raw.get(key) {
-            None | Some(serde_json::Value::Null) => zero,
-            // Chart.yaml strings stay strings even when YAML reads a number.
-            Some(serde_json::Value::Number(n)) if matches!(zero, Value::String(_)) => Value::str(n.to_string()),
-            Some(v) => Value::from_json(v),
-        })
-    }
-
-    fn go_string(&self) -> String {
-        format!("{{{}}}", self.raw.get("name").and_then(|n| n.as_str()).unwrap_or_default())
-    }
-
-    /// What helm gives `toJson`/`toYaml`: every field of `chart.Metadata` under its Go name,
-    /// zero values included, and `IsRoot`; the annotations are null when Chart.yaml has none
-    /// (a nil map). Keys Chart.yaml has beyond the metadata are not there.
-    fn to_data(&self) -> Value {
-        let mut data: BTreeMap<String, Value> =
-            CHART_FIELDS.iter().filter_map(|name| Some((name.to_string(), self.field(name)?))).collect();
-        if !matches!(self.raw.get("annotations"), Some(serde_json::Value::Object(_))) {
-            data.insert("Annotations".into(), Value::Nil);
-        }
-        data.insert("IsRoot".into(), Value::Bool(self.is_root));
-        Value::map(data)
-    }
 }
 
 /// The fields of Helm's `chart.Metadata`.
@@ -377,14 +342,15 @@ mod tests {
     /// printed `frontend:frontend:0.1.0:true:[map[child:exports.data parent:.]] lib::0.1.0:true:[] ` in helm.
     #[test]
     fn chart_dependencies_have_go_names() {
-        let chart = ChartObject::new(
-            json!({"name": "p", "dependencies": [
+        let chart = chart_value(
+            &json!({"name": "p", "dependencies": [
                 {"name": "web", "alias": "frontend", "version": "0.1.0", "import-values": ["data"]},
                 {"name": "lib", "version": "0.1.0", "tags": ["t"]}
             ]}),
             true,
         );
-        let deps = chart.field("Dependencies").expect("field");
+        let Value::Map(chart) = chart else { panic!("a map") };
+        let deps = chart.borrow().get("Dependencies").cloned().expect("field");
         let Value::List(items) = deps else { panic!("a list: {deps:?}") };
         let first = items[0].to_json();
         assert_eq!(
