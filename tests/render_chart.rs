@@ -407,3 +407,37 @@ fn heads_helm_cannot_read_fail_as_in_helm() {
     let stderr = String::from_utf8_lossy(&ours.stderr);
     assert!(stderr.contains("document 2: apiVersion is 1, not a string"), "{stderr}");
 }
+
+/// An object rendered twice: helm prints both, so `render` does, with a warning naming both
+/// templates; `-o json` (objects, as the operator takes them) refuses it.
+#[test]
+fn an_object_rendered_twice_prints_twice_as_in_helm_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_dir = dir.path().join("twice");
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\ndata:\n  from: ";
+    write(
+        &chart_dir,
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: twice\nversion: 1.0.0\n"),
+            ("templates/a.yaml", &format!("{cm}a\n")),
+            ("templates/b.yaml", &format!("{cm}b\n---\n{cm}b-again\n")),
+        ],
+    );
+    let chart = chart_dir.to_str().unwrap();
+    let ours = run(&["render", "rel", chart]);
+    assert!(ours.status.success(), "{}", String::from_utf8_lossy(&ours.stderr));
+    let stderr = String::from_utf8_lossy(&ours.stderr);
+    assert_eq!(stderr.matches("is rendered twice").count(), 2, "{stderr}");
+    assert!(
+        stderr.contains("/twice/templates/a.yaml and by ")
+            && stderr.contains("/twice/templates/b.yaml: helm prints both"),
+        "{stderr}"
+    );
+    let json = run(&["render", "rel", chart, "-o", "json"]);
+    assert!(!json.status.success());
+    assert!(String::from_utf8_lossy(&json.stderr).contains("is rendered twice"));
+    let Some(helm) = helm() else { return };
+    let theirs = Command::new(helm).args(["template", "rel", chart]).output().unwrap();
+    assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
+    assert_eq!(String::from_utf8_lossy(&ours.stdout), String::from_utf8_lossy(&theirs.stdout));
+}

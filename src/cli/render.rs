@@ -294,6 +294,9 @@ fn print_plain_chart(chart: &Path, args: &RenderArgs) -> Result<(), CliError> {
             "warning: {document}: helm prints it, but no API server accepts it (the operator refuses the release)"
         );
     }
+    for duplicate in &text.duplicates {
+        eprintln!("warning: {duplicate}: helm prints both (the operator refuses the release)");
+    }
     let write_error = |source| CliError::Write { path: "standard output".into(), source };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     text.write_to(&mut out).map_err(write_error)?;

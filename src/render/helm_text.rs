@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::RenderError;
-use super::objects::{self, HelmDocument, UnacceptedDocument, check_duplicates};
+use super::objects::{self, HelmDocument, UnacceptedDocument};
 
 /// `helm template`'s output of a chart, ready to print.
 pub struct HelmText {
@@ -26,6 +26,9 @@ pub struct HelmText {
     hooks: Vec<(usize, Range<usize>)>,
     /// Documents helm prints but no API server accepts (their `document` is the head only).
     pub unaccepted: Vec<UnacceptedDocument>,
+    /// Objects rendered twice (same group, kind, namespace and name): helm prints both, the
+    /// operator refuses such a release ([`RenderError::Duplicate`] each).
+    pub duplicates: Vec<RenderError>,
     /// Whether anything is printed but blank CRD files (helm then prints an empty line).
     pub rendered_anything: bool,
 }
@@ -39,8 +42,8 @@ struct Template {
 
 /// Renders a Helm chart (a directory or a `.tgz`) as `helm template` does with `opts`;
 /// `skip_tests` leaves `helm test` hooks out as `--skip-tests` does. Fails where helm fails (a
-/// template error, a document that is not YAML or whose head helm cannot read) and where
-/// [`super::render_helm_release`] fails (an object rendered twice).
+/// template error, a document that is not YAML or whose head helm cannot read); an object
+/// rendered twice is printed twice, as helm prints it, and listed in `duplicates`.
 pub fn template_helm_release(
     chart_path: &Path,
     opts: &helm_render::HelmOptions,
@@ -70,6 +73,7 @@ pub fn template_helm_release(
         manifests: Vec::new(),
         hooks: Vec::new(),
         unaccepted: Vec::new(),
+        duplicates: Vec::new(),
     };
     let (mut heads, mut sources) = (Vec::new(), Vec::new());
     let (mut manifests, mut hooks) = (Vec::new(), Vec::new());
@@ -101,7 +105,7 @@ pub fn template_helm_release(
             list.push((kind, t, range));
         }
     }
-    check_duplicates(&heads, &sources)?;
+    text.duplicates = objects::duplicates(&heads, &sources);
     for (list, out) in [(manifests, &mut text.manifests), (hooks, &mut text.hooks)] {
         let mut list = list;
         list.sort_by(|a, b| helm_render::sorter::install_rank(&a.0).cmp(&helm_render::sorter::install_rank(&b.0)));

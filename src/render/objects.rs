@@ -239,19 +239,30 @@ fn into_dynamic_object(doc: serde_json::Value) -> Result<DynamicObject, String> 
 /// Fails when two objects share group, kind, namespace and name; `sources`
 /// names the template each object came from (same length as `objects`).
 pub(crate) fn check_duplicates(objects: &[DynamicObject], sources: &[String]) -> Result<(), RenderError> {
+    match duplicates(objects, sources).into_iter().next() {
+        Some(duplicate) => Err(duplicate),
+        None => Ok(()),
+    }
+}
+
+/// Every object that shares group, kind, namespace and name with an earlier one, as the error
+/// [`check_duplicates`] gives for the first.
+pub(crate) fn duplicates(objects: &[DynamicObject], sources: &[String]) -> Vec<RenderError> {
     let mut seen: HashMap<ObjectKey, usize> = HashMap::with_capacity(objects.len());
+    let mut found = Vec::new();
     for (i, object) in objects.iter().enumerate() {
         let key = ObjectKey::of(object);
         if let Some(&first) = seen.get(&key) {
-            return Err(RenderError::Duplicate {
+            found.push(RenderError::Duplicate {
                 key: key.to_string(),
                 first: sources[first].clone(),
                 second: sources[i].clone(),
             });
+            continue;
         }
         seen.insert(key, i);
     }
-    Ok(())
+    found
 }
 
 #[cfg(test)]

@@ -76,6 +76,11 @@ pub trait Object {
     fn to_data(&self) -> Value {
         Value::Nil
     }
+    /// For a struct: the keys of [`Object::to_data`] in its fields' order, which Go's
+    /// `encoding/json` keeps (YAML sorts them). Empty: sorted, as a map's.
+    fn json_field_order(&self) -> &[&'static str] {
+        &[]
+    }
     /// For a Go slice or map type with methods (Helm's `APIVersions`, `Files`):
     /// the elements, which `range`, `len` and `index` use.
     fn elements(&self) -> Option<Value> {

@@ -8,6 +8,7 @@
 //! no network (`lookup` is empty, as in `helm template`), no environment;
 //! the engine limits work, output and nesting.
 
+pub mod capabilities;
 mod env;
 mod errors;
 pub mod goyaml;
@@ -303,10 +304,7 @@ fn collect(
     }
     let mut subcharts = BTreeMap::new();
     let mut data = BTreeMap::new();
-    data.insert(
-        "Chart".to_string(),
-        Value::Object(Rc::new(objects::ChartObject::new(enabled_metadata(chart), is_root))),
-    );
+    data.insert("Chart".to_string(), objects::chart_value(&enabled_metadata(chart), is_root));
     data.insert("Files".to_string(), Value::Object(Rc::new(objects::Files::new(Arc::new(chart.files.clone())))));
     data.insert("Release".to_string(), top.release.clone());
     data.insert("Capabilities".to_string(), top.caps.clone());

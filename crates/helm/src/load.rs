@@ -334,6 +334,7 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
     let mut templates = Vec::new();
     let mut other = Vec::new();
     let mut subcharts: BTreeMap<String, Vec<(String, Raw)>> = BTreeMap::new();
+    let mut requirements = Vec::new();
     // Every file under a directory asks about that directory again: asked once per chart.
     let mut dirs = HashMap::new();
     for (name, raw) in files {
@@ -355,7 +356,13 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
                     .map_err(|m| err(label, format!("values.yaml: {m}")))?;
             }
             "values.schema.json" => schema = Some(Arc::from(raw.read(label, &name)?)),
-            "Chart.lock" | "requirements.yaml" | "requirements.lock" => {}
+            // helm reads `requirements.yaml` (Helm 2's dependency list) into the metadata, and
+            // keeps both files in `.Files` for an apiVersion v1 chart.
+            "requirements.yaml" | "requirements.lock" => {
+                let data = raw.read(label, &name)?;
+                requirements.push((name, data));
+            }
+            "Chart.lock" => {}
             n if n.starts_with("templates/") => {
                 let data = Arc::from(raw.read(label, &name)?);
                 templates.push(ChartFile { name, data });
@@ -368,9 +375,25 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
             _ => other.push(raw.into_data_file(label, name)?),
         }
     }
-    let Some((metadata, raw_metadata)) = metadata else {
+    let Some((mut metadata, mut raw_metadata)) = metadata else {
         return Err(err(label, "Chart.yaml file is missing"));
     };
+    for (name, data) in requirements {
+        if name == "requirements.yaml" {
+            let text = crate::lossy_text(&data);
+            let read = super::yaml::read_chart_yaml(&text).map_err(|e| err(label, format!("{name}: {e}")))?;
+            if let Some(deps) = read.get("dependencies").filter(|d| !d.is_null()) {
+                metadata.dependencies =
+                    serde_json::from_value(deps.clone()).map_err(|e| err(label, format!("{name}: {e}")))?;
+                if let Some(meta) = raw_metadata.as_object_mut() {
+                    meta.insert("dependencies".into(), deps.clone());
+                }
+            }
+        }
+        if metadata.api_version.as_deref() == Some("v1") {
+            other.push(DataFile::new(name, data));
+        }
+    }
     if metadata.name.is_empty() {
         return Err(err(label, "Chart.yaml: field name is required"));
     }

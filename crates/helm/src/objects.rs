@@ -1,5 +1,5 @@
-//! The Go objects Helm gives templates: `.Chart` (`*chart.Metadata`),
-//! `.Capabilities`, and `.Files` with its methods.
+//! The Go objects Helm gives templates: `.Chart` (`*chart.Metadata`) and `.Files` with its
+//! methods (`.Capabilities` is in `capabilities`), and the methods of `.Values`.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -11,136 +11,94 @@ use super::ignore::glob_match;
 use super::load::DataFile;
 use gotmpl::{FuncError, Object, Value};
 
-/// The Kubernetes version `helm template` assumes without `--kube-version`
-/// (helm v4.2, the version the differential tests pin).
-pub const DEFAULT_KUBE_VERSION: &str = "v1.36.0";
-/// The Helm version templates see.
-pub const HELM_VERSION: &str = "v4.2.3";
+pub use super::capabilities::{
+    ApiVersions, Capabilities, DEFAULT_API_VERSIONS, DEFAULT_KUBE_VERSION, HELM_VERSION, HelmVersion, KubeVersion,
+};
 
-/// The API versions `helm template` offers by default (its client's scheme).
-pub const DEFAULT_API_VERSIONS: &[&str] = &[
-    "v1",
-    "admissionregistration.k8s.io/v1",
-    "admissionregistration.k8s.io/v1alpha1",
-    "admissionregistration.k8s.io/v1beta1",
-    "internal.apiserver.k8s.io/v1alpha1",
-    "apps/v1",
-    "apps/v1beta1",
-    "apps/v1beta2",
-    "authentication.k8s.io/v1",
-    "authentication.k8s.io/v1alpha1",
-    "authentication.k8s.io/v1beta1",
-    "authorization.k8s.io/v1",
-    "authorization.k8s.io/v1beta1",
-    "autoscaling/v1",
-    "autoscaling/v2",
-    "batch/v1",
-    "batch/v1beta1",
-    "certificates.k8s.io/v1",
-    "certificates.k8s.io/v1beta1",
-    "certificates.k8s.io/v1alpha1",
-    "coordination.k8s.io/v1alpha2",
-    "coordination.k8s.io/v1beta1",
-    "coordination.k8s.io/v1",
-    "discovery.k8s.io/v1",
-    "discovery.k8s.io/v1beta1",
-    "events.k8s.io/v1",
-    "events.k8s.io/v1beta1",
-    "extensions/v1beta1",
-    "flowcontrol.apiserver.k8s.io/v1",
-    "flowcontrol.apiserver.k8s.io/v1beta1",
-    "flowcontrol.apiserver.k8s.io/v1beta2",
-    "flowcontrol.apiserver.k8s.io/v1beta3",
-    "networking.k8s.io/v1",
-    "networking.k8s.io/v1beta1",
-    "node.k8s.io/v1",
-    "node.k8s.io/v1alpha1",
-    "node.k8s.io/v1beta1",
-    "policy/v1",
-    "policy/v1beta1",
-    "rbac.authorization.k8s.io/v1",
-    "rbac.authorization.k8s.io/v1beta1",
-    "rbac.authorization.k8s.io/v1alpha1",
-    "resource.k8s.io/v1",
-    "resource.k8s.io/v1beta2",
-    "resource.k8s.io/v1beta1",
-    "resource.k8s.io/v1alpha3",
-    "scheduling.k8s.io/v1alpha2",
-    "scheduling.k8s.io/v1beta1",
-    "scheduling.k8s.io/v1",
-    "storage.k8s.io/v1beta1",
-    "storage.k8s.io/v1",
-    "storage.k8s.io/v1alpha1",
-    "storagemigration.k8s.io/v1beta1",
-    "apiextensions.k8s.io/v1beta1",
-    "apiextensions.k8s.io/v1",
-];
-
-/// `.Chart`: Chart.yaml under Go's field names.
-pub struct ChartObject {
-    raw: serde_json::Value,
-    is_root: bool,
+/// `.Chart`: as helm v4 gives it, a `map[string]interface{}` of `chart.Metadata`'s fields under
+/// their Go names (zero values included; keys Chart.yaml has beyond the metadata left out) and
+/// `IsRoot`. Being a map, it prints, ranges, indexes and answers `typeOf` as a map does, and a
+/// key it lacks is empty, not an error.
+pub fn chart_value(raw: &serde_json::Value, is_root: bool) -> Value {
+    let mut data: BTreeMap<String, Value> =
+        CHART_FIELDS.iter().filter_map(|name| Some((name.to_string(), chart_field(raw, name)?))).collect();
+    data.insert("IsRoot".into(), Value::Bool(is_root));
+    Value::map(data)
 }
 
-impl ChartObject {
-    pub fn new(raw: serde_json::Value, is_root: bool) -> Self {
-        Self { raw, is_root }
-    }
-}
-
-/// Go field name → Chart.yaml key, and the zero value when absent.
-fn chart_field(name: &str) -> Option<(&'static str, Value)> {
+/// Field `name` of `chart.Metadata` from Chart.yaml (`raw`), or its zero value.
+fn chart_field(raw: &serde_json::Value, name: &str) -> Option<Value> {
     let empty_list = || Value::list(Vec::new());
-    Some(match name {
+    let (key, zero) = match name {
+        "Dependencies" => return Some(go_dependencies(raw.get("dependencies"))),
+        "Maintainers" => return Some(go_maintainers(raw.get("maintainers"))),
         "Name" => ("name", Value::str("")),
         "Home" => ("home", Value::str("")),
         "Sources" => ("sources", empty_list()),
         "Version" => ("version", Value::str("")),
         "Description" => ("description", Value::str("")),
         "Keywords" => ("keywords", empty_list()),
-        "Maintainers" => ("maintainers", empty_list()),
         "Icon" => ("icon", Value::str("")),
         "APIVersion" => ("apiVersion", Value::str("")),
         "Condition" => ("condition", Value::str("")),
         "Tags" => ("tags", Value::str("")),
         "AppVersion" => ("appVersion", Value::str("")),
         "Deprecated" => ("deprecated", Value::Bool(false)),
+        // helm's is a nil map when Chart.yaml has none: `toJson` writes null, where this
+        // empty map writes `{}` (the engine has no nil map); reading and ranging agree.
         "Annotations" => ("annotations", Value::empty_map()),
         "KubeVersion" => ("kubeVersion", Value::str("")),
-        "Dependencies" => ("dependencies", empty_list()),
         "Type" => ("type", Value::str("")),
         _ => return None,
+    };
+    Some(match raw.get(key) {
+        None | Some(serde_json::Value::Null) => zero,
+        // Chart.yaml strings stay strings even when YAML reads a number.
+        Some(serde_json::Value::Number(n)) if matches!(zero, Value::String(_)) => Value::str(n.to_string()),
+        Some(v) => Value::from_json(v),
     })
 }
 
-impl Object for ChartObject {
-    fn type_name(&self) -> &str {
-        "struct { chart.Metadata; IsRoot bool }"
-    }
+/// The fields of Helm's `chart.Metadata`.
+const CHART_FIELDS: &[&str] = &[
+    "Name",
+    "Home",
+    "Sources",
+    "Version",
+    "Description",
+    "Keywords",
+    "Maintainers",
+    "Icon",
+    "APIVersion",
+    "Condition",
+    "Tags",
+    "AppVersion",
+    "Deprecated",
+    "Annotations",
+    "KubeVersion",
+    "Dependencies",
+    "Type",
+];
 
-    fn field(&self, name: &str) -> Option<Value> {
-        if name == "IsRoot" {
-            return Some(Value::Bool(self.is_root));
-        }
-        if name == "Dependencies" {
-            return Some(go_dependencies(self.raw.get("dependencies")));
-        }
-        let (key, zero) = chart_field(name)?;
-        Some(match self.raw.get(key) {
-            None | Some(serde_json::Value::Null) => zero,
-            // Chart.yaml strings stay strings even when YAML reads a number.
-            Some(serde_json::Value::Number(n)) if matches!(zero, Value::String(_)) => Value::str(n.to_string()),
-            Some(v) => Value::from_json(v),
+/// `.Chart.Maintainers` as Helm's `*chart.Maintainer` values: `Name`, `Email`, `URL`.
+fn go_maintainers(list: Option<&serde_json::Value>) -> Value {
+    let Some(serde_json::Value::Array(list)) = list else { return Value::list(Vec::new()) };
+    let text = |m: &serde_json::Value, key: &str| match m.get(key) {
+        Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
+        Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
+        _ => Value::str(""),
+    };
+    let items = list
+        .iter()
+        .map(|m| {
+            Value::map(BTreeMap::from([
+                ("Name".to_string(), text(m, "name")),
+                ("Email".to_string(), text(m, "email")),
+                ("URL".to_string(), text(m, "url")),
+            ]))
         })
-    }
-
-    fn go_string(&self) -> String {
-        format!("{{{}}}", self.raw.get("name").and_then(|n| n.as_str()).unwrap_or_default())
-    }
-
-    fn to_data(&self) -> Value {
-        Value::from_json(&self.raw)
-    }
+        .collect();
+    Value::list(items)
 }
 
 /// `.Chart.Dependencies` as Helm's `*chart.Dependency` values after dependency processing
@@ -189,210 +147,6 @@ fn go_dependencies(deps: Option<&serde_json::Value>) -> Value {
         })
         .collect();
     Value::list(items)
-}
-
-/// `.Capabilities`.
-pub struct Capabilities {
-    pub kube_version: Value,
-    pub api_versions: Value,
-    pub helm_version: Value,
-}
-
-impl Capabilities {
-    /// Capabilities for a Kubernetes version (`v1.33.2` or `1.33.2`) and
-    /// extra API versions besides the defaults.
-    pub fn new(kube_version: &str, extra_api_versions: &[String]) -> Result<Self, String> {
-        Self::with(KubeVersion::parse(kube_version)?, extra_api_versions)
-    }
-
-    /// Capabilities for a parsed Kubernetes version.
-    pub fn with(kube: KubeVersion, extra_api_versions: &[String]) -> Result<Self, String> {
-        let mut apis: Vec<Value> = DEFAULT_API_VERSIONS.iter().map(|v| Value::str(*v)).collect();
-        apis.extend(extra_api_versions.iter().map(|v| Value::str(v.as_str())));
-        Ok(Self {
-            kube_version: Value::Object(Rc::new(kube)),
-            api_versions: Value::Object(Rc::new(ApiVersions(Rc::new(apis)))),
-            helm_version: Value::Object(Rc::new(HelmVersion)),
-        })
-    }
-}
-
-impl Object for Capabilities {
-    fn type_name(&self) -> &str {
-        "*common.Capabilities"
-    }
-
-    fn field(&self, name: &str) -> Option<Value> {
-        match name {
-            "KubeVersion" => Some(self.kube_version.clone()),
-            "APIVersions" => Some(self.api_versions.clone()),
-            "HelmVersion" => Some(self.helm_version.clone()),
-            _ => None,
-        }
-    }
-
-    fn go_string(&self) -> String {
-        "&{...}".into()
-    }
-}
-
-/// `.Capabilities.KubeVersion`: Helm's `common.KubeVersion`, from the version parsed as
-/// Kubernetes' `version.ParseGeneric` parses it (two or more dot-separated numbers after an
-/// optional `v`, then anything).
-pub struct KubeVersion {
-    /// The version as given, with a `v` in front (`v1.29.4-gke.100`, `v1.29`).
-    version: String,
-    /// Its numbers only (`v1.29.4`, `v1.29`): what `String()` gives and constraints check.
-    normalized: String,
-    major: String,
-    minor: String,
-}
-
-impl KubeVersion {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let invalid = || format!("invalid Kubernetes version {text:?}");
-        let bare = text.trim_start();
-        let bare = bare.strip_prefix('v').unwrap_or(bare);
-        // The dot-separated numbers at the start; what follows is kept but not interpreted.
-        let mut numbers: Vec<u64> = Vec::new();
-        let mut rest = bare;
-        loop {
-            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                break;
-            }
-            // Kubernetes refuses a leading zero in the first number.
-            if numbers.is_empty() && digits > 1 && rest.starts_with('0') {
-                return Err(invalid());
-            }
-            numbers.push(rest[..digits].parse().map_err(|_| invalid())?);
-            rest = &rest[digits..];
-            match rest.strip_prefix('.') {
-                Some(after) if after.starts_with(|c: char| c.is_ascii_digit()) => rest = after,
-                _ => break,
-            }
-        }
-        if numbers.len() < 2 {
-            return Err(invalid());
-        }
-        let joined: Vec<String> = numbers.iter().map(u64::to_string).collect();
-        let version = if text.starts_with('v') { text.to_string() } else { format!("v{text}") };
-        Ok(Self {
-            version,
-            normalized: format!("v{}", joined.join(".")),
-            major: joined[0].clone(),
-            minor: joined[1].clone(),
-        })
-    }
-}
-
-impl KubeVersion {
-    /// Helm's check of a chart's `kubeVersion` (its root chart's only): the constraint against
-    /// the version's numbers (so `v1.29.4-gke.100` satisfies `>= 1.21.0`); a constraint or
-    /// version that does not parse is incompatible. The message names the version as given.
-    pub fn check_chart(&self, constraint: &str) -> Result<(), String> {
-        use crate::sprig::semver::{Constraints, Version};
-        let compatible = match (Constraints::parse(constraint), Version::parse(&self.normalized)) {
-            (Ok(c), Ok(v)) => c.check(&v),
-            _ => false,
-        };
-        if compatible {
-            return Ok(());
-        }
-        Err(format!("chart requires kubeVersion: {constraint} which is incompatible with Kubernetes {}", self.version))
-    }
-}
-
-impl Object for KubeVersion {
-    fn type_name(&self) -> &str {
-        "common.KubeVersion"
-    }
-
-    fn field(&self, name: &str) -> Option<Value> {
-        match name {
-            "Version" | "GitVersion" => Some(Value::str(self.version.as_str())),
-            "String" => Some(Value::str(self.normalized.as_str())),
-            "Major" => Some(Value::str(self.major.as_str())),
-            "Minor" => Some(Value::str(self.minor.as_str())),
-            _ => None,
-        }
-    }
-
-    /// A struct without a `String()` of its own (the method is on its pointer): Go prints its
-    /// fields, the unexported one too.
-    fn go_string(&self) -> String {
-        format!("{{{} {} {} {}}}", self.version, self.normalized, self.major, self.minor)
-    }
-
-    /// `{{ .Capabilities.KubeVersion }}` reaches the pointer's `String()`.
-    fn addressable_string(&self) -> Option<String> {
-        Some(self.normalized.clone())
-    }
-
-    /// Its exported fields, under their Go names (the struct has no JSON tags).
-    fn to_data(&self) -> Value {
-        Value::map(BTreeMap::from([
-            ("Version".to_string(), Value::str(self.version.as_str())),
-            ("Major".to_string(), Value::str(self.major.as_str())),
-            ("Minor".to_string(), Value::str(self.minor.as_str())),
-        ]))
-    }
-}
-
-/// `.Capabilities.APIVersions`: a list with `Has`.
-pub struct ApiVersions(Rc<Vec<Value>>);
-
-impl Object for ApiVersions {
-    fn type_name(&self) -> &str {
-        "common.VersionSet"
-    }
-
-    fn field(&self, _: &str) -> Option<Value> {
-        None
-    }
-
-    fn call(&self, method: &str, args: &[Value]) -> Option<Result<Value, FuncError>> {
-        if method != "Has" {
-            return None;
-        }
-        Some(match args {
-            [Value::String(s)] => Ok(Value::Bool(self.0.iter().any(|v| v.as_str() == Some(s)))),
-            _ => Err(FuncError::msg(format!("wrong number of args for Has: want 1 got {}", args.len()))),
-        })
-    }
-
-    fn go_string(&self) -> String {
-        gotmpl::fmt::format_value(&Value::List(self.0.clone()))
-    }
-
-    fn to_data(&self) -> Value {
-        Value::List(self.0.clone())
-    }
-
-    fn elements(&self) -> Option<Value> {
-        Some(Value::List(self.0.clone()))
-    }
-}
-
-/// `.Capabilities.HelmVersion`.
-pub struct HelmVersion;
-
-impl Object for HelmVersion {
-    fn type_name(&self) -> &str {
-        "version.BuildInfo"
-    }
-
-    fn field(&self, name: &str) -> Option<Value> {
-        match name {
-            "Version" => Some(Value::str(HELM_VERSION)),
-            "GitCommit" | "GitTreeState" | "GoVersion" | "KubeClientVersion" => Some(Value::str("")),
-            _ => None,
-        }
-    }
-
-    fn go_string(&self) -> String {
-        format!("{{{HELM_VERSION}    }}")
-    }
 }
 
 /// `.Files`: the chart's other files, by path.
@@ -588,14 +342,15 @@ mod tests {
     /// printed `frontend:frontend:0.1.0:true:[map[child:exports.data parent:.]] lib::0.1.0:true:[] ` in helm.
     #[test]
     fn chart_dependencies_have_go_names() {
-        let chart = ChartObject::new(
-            json!({"name": "p", "dependencies": [
+        let chart = chart_value(
+            &json!({"name": "p", "dependencies": [
                 {"name": "web", "alias": "frontend", "version": "0.1.0", "import-values": ["data"]},
                 {"name": "lib", "version": "0.1.0", "tags": ["t"]}
             ]}),
             true,
         );
-        let deps = chart.field("Dependencies").expect("field");
+        let Value::Map(chart) = chart else { panic!("a map") };
+        let deps = chart.borrow().get("Dependencies").cloned().expect("field");
         let Value::List(items) = deps else { panic!("a list: {deps:?}") };
         let first = items[0].to_json();
         assert_eq!(

@@ -220,6 +220,38 @@ fn the_root_charts_kube_version_is_checked_as_helm_checks_it() {
     );
 }
 
+/// Helm 2's `requirements.yaml` is read into the metadata as helm reads it (conditions apply,
+/// missing charts are all named), and an apiVersion v1 chart keeps it in `.Files`; checked
+/// with helm v4.2.3 (loki-stack is such a chart).
+#[test]
+fn requirements_yaml_declares_dependencies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        &[
+            ("Chart.yaml", "apiVersion: v1\nname: c\nversion: 1.0.0\n"),
+            ("requirements.yaml", "dependencies:\n- name: sub\n  version: 0.1.0\n  condition: sub.enabled\n"),
+            ("values.yaml", "sub:\n  enabled: false\n"),
+            ("charts/sub/Chart.yaml", "apiVersion: v1\nname: sub\nversion: 0.1.0\n"),
+            ("charts/sub/templates/cm.yaml", "kind: ConfigMap\nmetadata:\n  name: sub\n"),
+            ("templates/t.yaml", "r: {{ .Files.Get \"requirements.yaml\" | quote }}\n"),
+        ],
+    );
+    let out = contents(&render(dir.path(), &HelmOptions::new("r", "n")));
+    let want = "r: \"dependencies:\\n- name: sub\\n  version: 0.1.0\\n  condition: sub.enabled\\n\"";
+    assert_eq!(out, vec![want.to_string()], "the condition disables the subchart; v1 keeps the file");
+    write(
+        dir.path(),
+        &[(
+            "requirements.yaml",
+            "dependencies:\n- name: sub\n  version: 0.1.0\n- name: a\n  version: 1\n- name: b\n  version: 1\n",
+        )],
+    );
+    let chart = load_chart(dir.path()).expect("loads");
+    let e = render_chart(&chart, &HelmOptions::new("r", "n")).expect_err("missing").to_string();
+    assert!(e.ends_with("found in Chart.yaml, but missing in charts/ directory: a, b"), "{e}");
+}
+
 #[test]
 fn capabilities_release_and_chart_objects() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -177,11 +177,18 @@ fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), St
     // once per dependency, under its alias.
     let mut deps: Vec<Chart> =
         chart.dependencies.iter().filter(|c| !reqs.iter().any(|r| r.name == c.name())).cloned().collect();
+    // helm names every missing dependency at once.
+    let missing: Vec<&str> = reqs
+        .iter()
+        .filter(|r| !chart.dependencies.iter().any(|c| c.name() == r.name))
+        .map(|r| r.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("found in Chart.yaml, but missing in charts/ directory: {}", missing.join(", ")));
+    }
     let mut names = Vec::new();
     for req in &reqs {
-        let Some(found) = chart.dependencies.iter().find(|c| c.name() == req.name) else {
-            return Err(format!("found in Chart.yaml, but missing in charts/ directory: {}", req.name));
-        };
+        let Some(found) = chart.dependencies.iter().find(|c| c.name() == req.name) else { continue };
         let mut dep = found.clone();
         if let Some(alias) = req.alias.as_deref().filter(|a| !a.is_empty()) {
             dep.metadata.name = alias.to_string();

@@ -50,6 +50,18 @@ fn documents(text: &str) -> Vec<&str> {
         offset += line.len();
     }
     docs.push(&text[start..]);
+    // Before the first marker there is a document only if something is written there: a
+    // stream that opens with `---` (after comments or directives, perhaps) starts its first
+    // document at that marker, as go-yaml reads it.
+    let written = |doc: &str| {
+        doc.lines().any(|l| {
+            let l = l.trim_start();
+            !l.is_empty() && !l.starts_with('#') && !l.starts_with('%')
+        })
+    };
+    if docs.len() > 1 && !written(docs[0]) {
+        docs.remove(0);
+    }
     docs
 }
 
@@ -174,6 +186,21 @@ mod tests {
         let err = read_values("a: 1\n---\n- 1\n").expect_err("a list");
         assert!(err.contains("document 2") && err.contains("a list"), "{err}");
         assert!(read_values("a: [\n").is_err());
+    }
+
+    /// A stream opening with `---` (after comments or a directive) starts its first document
+    /// there: `Chart.yaml` is that document, not an empty one before it (helm renders such
+    /// charts; opentelemetry-ebpf-instrumentation's Chart.yaml opens so).
+    #[test]
+    fn a_stream_opening_with_a_marker_starts_its_first_document_there() {
+        for prefix in ["---\n", "# the chart\n---\n", "%YAML 1.1\n--- # comment\n"] {
+            let meta = read_chart_yaml(&format!("{prefix}apiVersion: v2\nname: c\nversion: 1.0.0\n")).expect("reads");
+            assert_eq!(meta["name"], "c", "{prefix:?}");
+        }
+        // An explicitly empty first document is the one read.
+        assert_eq!(read_chart_yaml("---\n---\nname: c\n").expect("reads"), json!({}));
+        let err = read_values("---\n- 1\n").expect_err("a list");
+        assert!(!err.contains("document 2"), "the first document is the first: {err}");
     }
 
     #[test]

@@ -197,30 +197,47 @@ fn write_json(out: &mut String, v: &Value, esc: bool, indent: Option<&str>, dept
             newline(out, indent, depth);
             out.push(']');
         }
-        Value::Map(m) => {
-            let m = m.borrow();
-            if m.is_empty() {
-                out.push_str("{}");
-                return Ok(());
+        Value::Map(m) => write_object(out, m.borrow().iter(), esc, indent, depth)?,
+        Value::Object(o) => match (o.to_data(), o.json_field_order()) {
+            (Value::Map(m), order) if !order.is_empty() => {
+                let m = m.borrow();
+                // A struct's fields in their order, anything else after them, sorted.
+                let first = order.iter().filter_map(|k| m.get_key_value(*k));
+                let rest = m.iter().filter(|(k, _)| !order.contains(&k.as_str()));
+                write_object(out, first.chain(rest), esc, indent, depth)?;
             }
-            out.push('{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                newline(out, indent, depth + 1);
-                json_string(out, k, esc);
-                out.push(':');
-                if indent.is_some() {
-                    out.push(' ');
-                }
-                write_json(out, x, esc, indent, depth + 1)?;
-            }
-            newline(out, indent, depth);
-            out.push('}');
-        }
-        Value::Object(o) => write_json(out, &o.to_data(), esc, indent, depth)?,
+            (data, _) => write_json(out, &data, esc, indent, depth)?,
+        },
     }
+    Ok(())
+}
+
+/// A JSON object of `entries`, in their order.
+fn write_object<'a>(
+    out: &mut String,
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    esc: bool,
+    indent: Option<&str>,
+    depth: usize,
+) -> Result<(), FuncError> {
+    let mut empty = true;
+    for (i, (k, x)) in entries.enumerate() {
+        out.push(if i == 0 { '{' } else { ',' });
+        empty = false;
+        newline(out, indent, depth + 1);
+        json_string(out, k, esc);
+        out.push(':');
+        if indent.is_some() {
+            out.push(' ');
+        }
+        write_json(out, x, esc, indent, depth + 1)?;
+    }
+    if empty {
+        out.push_str("{}");
+        return Ok(());
+    }
+    newline(out, indent, depth);
+    out.push('}');
     Ok(())
 }
 
