@@ -79,21 +79,15 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// Capabilities for a Kubernetes version (`v1.33.2` or `1.33.2`) and
-    /// extra API versions besides the defaults.
-    pub fn new(kube_version: &str, extra_api_versions: &[String]) -> Result<Self, String> {
-        Self::with(KubeVersion::parse(kube_version)?, extra_api_versions)
-    }
-
-    /// Capabilities for a parsed Kubernetes version.
-    pub fn with(kube: KubeVersion, extra_api_versions: &[String]) -> Result<Self, String> {
+    /// Capabilities for a parsed Kubernetes version and extra API versions besides the defaults.
+    pub fn new(kube: KubeVersion, extra_api_versions: &[String]) -> Self {
         let mut apis: Vec<Value> = DEFAULT_API_VERSIONS.iter().map(|v| Value::str(*v)).collect();
         apis.extend(extra_api_versions.iter().map(|v| Value::str(v.as_str())));
-        Ok(Self {
+        Self {
             kube_version: Value::Object(Rc::new(kube)),
             api_versions: Value::Object(Rc::new(ApiVersions(Rc::new(apis)))),
             helm_version: Value::Object(Rc::new(HelmVersion)),
-        })
+        }
     }
 }
 

@@ -195,16 +195,10 @@ pub fn render_templates(
     schema::validate_chart(&chart, &coalesced).map_err(&bad)?;
     let kube_version = opts.kube_version.as_deref().unwrap_or(DEFAULT_KUBE_VERSION);
     let kube = objects::KubeVersion::parse(kube_version).map_err(&bad)?;
-    // helm's `Metadata.KubeVersion` is a string: a number there is its text.
-    let constraint = match chart.raw_metadata.get("kubeVersion") {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(serde_json::Value::Number(n)) => n.to_string(),
-        _ => String::new(),
-    };
-    if !constraint.is_empty() {
-        kube.check_chart(&constraint).map_err(&bad)?;
+    if let Some(constraint) = chart.metadata.kube_version.as_deref().filter(|c| !c.is_empty()) {
+        kube.check_chart(constraint).map_err(&bad)?;
     }
-    let caps = objects::Capabilities::with(kube, &opts.api_versions).map_err(&bad)?;
+    let caps = objects::Capabilities::new(kube, &opts.api_versions);
     let release = Value::map(BTreeMap::from([
         ("Name".to_string(), Value::str(opts.release_name.as_str())),
         ("Namespace".to_string(), Value::str(opts.namespace.as_str())),
@@ -420,14 +414,6 @@ const KNOWN_HOOKS: &[&str] = &[
     "test",
     "test-success",
 ];
-
-/// The `helm.sh/hook` annotation of a document, read as helm reads it (its head only).
-pub fn hook_of(doc: &str) -> Option<String> {
-    if !doc.contains("helm.sh/hook") {
-        return None;
-    }
-    hook_in_head(&yaml_head(doc).ok()?)
-}
 
 /// The `helm.sh/hook` annotation of a document's head ([`yaml_head`]), as helm reads it into
 /// a string: sigs.k8s.io/yaml gives a number or a boolean as its text and null as "" (the

@@ -165,6 +165,9 @@ pub struct Metadata {
     pub dependencies: Vec<Dependency>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The Kubernetes versions the chart supports (a semver constraint).
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub kube_version: Option<String>,
 }
 
 /// A YAML scalar read as a string: `version: 1.0` is the text "1.0".

@@ -80,21 +80,26 @@ const CHART_FIELDS: &[&str] = &[
     "Type",
 ];
 
-/// `.Chart.Maintainers` as Helm's `*chart.Maintainer` values: `Name`, `Email`, `URL`.
-fn go_maintainers(list: Option<&serde_json::Value>) -> Value {
-    let Some(serde_json::Value::Array(list)) = list else { return Value::list(Vec::new()) };
-    let text = |m: &serde_json::Value, key: &str| match m.get(key) {
+/// Field `key` of a Chart.yaml entry as the Go string helm holds: a number is its text,
+/// anything else absent is "".
+fn go_text(entry: &serde_json::Value, key: &str) -> Value {
+    match entry.get(key) {
         Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
         Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
         _ => Value::str(""),
-    };
+    }
+}
+
+/// `.Chart.Maintainers` as Helm's `*chart.Maintainer` values: `Name`, `Email`, `URL`.
+fn go_maintainers(list: Option<&serde_json::Value>) -> Value {
+    let Some(serde_json::Value::Array(list)) = list else { return Value::list(Vec::new()) };
     let items = list
         .iter()
         .map(|m| {
             Value::map(BTreeMap::from([
-                ("Name".to_string(), text(m, "name")),
-                ("Email".to_string(), text(m, "email")),
-                ("URL".to_string(), text(m, "url")),
+                ("Name".to_string(), go_text(m, "name")),
+                ("Email".to_string(), go_text(m, "email")),
+                ("URL".to_string(), go_text(m, "url")),
             ]))
         })
         .collect();
@@ -106,16 +111,11 @@ fn go_maintainers(list: Option<&serde_json::Value>) -> Value {
 /// `import-values` in their `{child: exports.X, parent: .}` form.
 fn go_dependencies(deps: Option<&serde_json::Value>) -> Value {
     let Some(serde_json::Value::Array(deps)) = deps else { return Value::list(Vec::new()) };
-    let text = |d: &serde_json::Value, key: &str| match d.get(key) {
-        Some(serde_json::Value::String(s)) => Value::str(s.as_str()),
-        Some(serde_json::Value::Number(n)) => Value::str(n.to_string()),
-        _ => Value::str(""),
-    };
     let items = deps
         .iter()
         .map(|d| {
             let alias = d.get("alias").and_then(serde_json::Value::as_str).unwrap_or_default();
-            let name = if alias.is_empty() { text(d, "name") } else { Value::str(alias) };
+            let name = if alias.is_empty() { go_text(d, "name") } else { Value::str(alias) };
             let tags = match d.get("tags") {
                 Some(serde_json::Value::Array(t)) => Value::from_json(&serde_json::Value::Array(t.clone())),
                 _ => Value::list(Vec::new()),
@@ -136,9 +136,9 @@ fn go_dependencies(deps: Option<&serde_json::Value>) -> Value {
             };
             Value::map(BTreeMap::from([
                 ("Name".to_string(), name),
-                ("Version".to_string(), text(d, "version")),
-                ("Repository".to_string(), text(d, "repository")),
-                ("Condition".to_string(), text(d, "condition")),
+                ("Version".to_string(), go_text(d, "version")),
+                ("Repository".to_string(), go_text(d, "repository")),
+                ("Condition".to_string(), go_text(d, "condition")),
                 ("Tags".to_string(), tags),
                 ("Enabled".to_string(), Value::Bool(true)),
                 ("ImportValues".to_string(), imports),
