@@ -190,6 +190,21 @@ async fn label_selectors_filter_lists() {
     assert_eq!(names(api.list(&ListParams::default().labels("app in (x,y),tier")).await.unwrap()), ["a"]);
     let list = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(list.metadata.resource_version, Some(server.resource_version().to_string()));
+    // Namespaces sorting before and after `default`: a list sees its own namespace only.
+    for ns in ["a-first", "z-last"] {
+        let nss: Api<Namespace> = Api::all(server.client());
+        nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+            .await
+            .unwrap();
+        let other: Api<ConfigMap> = Api::namespaced(server.client(), ns);
+        other.create(&PostParams::default(), &cm("a", json!({"app": "x"}), json!({}))).await.unwrap();
+    }
+    assert_eq!(names(api.list(&ListParams::default().labels("app=x")).await.unwrap()), ["a"]);
+    let all: Api<ConfigMap> = Api::all(server.client());
+    let everywhere = all.list(&ListParams::default().labels("app=x")).await.unwrap();
+    let found: Vec<String> =
+        everywhere.items.iter().map(|c| format!("{}/{}", c.namespace().unwrap(), c.name_any())).collect();
+    assert_eq!(found, ["a-first/a", "default/a", "z-last/a"]);
 }
 
 #[tokio::test]
@@ -264,6 +279,59 @@ async fn finalizers_block_deletion_and_owners_collect_dependents() {
         serde_json::from_value(json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "b"}, {"op": "remove", "path": "/metadata/finalizers/0"}])).unwrap();
     assert!(api.patch("other", &PatchParams::default(), &Patch::Json::<()>(bad)).await.is_err());
     assert_eq!(api.get("other").await.unwrap().finalizers(), ["a"]);
+}
+
+/// An owner reference to `owner`.
+fn owned_by(owner: &ConfigMap) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: owner.name_any(),
+        uid: owner.uid().unwrap(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn garbage_collection_follows_chains_and_spares_what_a_living_owner_holds() {
+    let server = ApiServer::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let create = |name: &str, owners: Vec<&ConfigMap>| {
+        let mut c = cm(name, json!({}), json!({}));
+        c.metadata.owner_references = (!owners.is_empty()).then(|| owners.into_iter().map(owned_by).collect());
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &c).await.unwrap() }
+    };
+    let root = create("root", vec![]).await;
+    let other = create("other", vec![]).await;
+    let child = create("child", vec![&root]).await;
+    create("grandchild", vec![&child]).await;
+    create("shared", vec![&root, &other]).await;
+    // Released by its owner before the owner goes: no longer its dependent.
+    let freed = create("freed", vec![&root]).await;
+    let patch =
+        json!({"metadata": {"ownerReferences": [owned_by(&other)], "resourceVersion": freed.resource_version()}});
+    api.patch("freed", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    // Naming only an owner that does not exist: collected at once.
+    let mut ghost = cm("ghost", json!({}), json!({}));
+    ghost.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        uid: "no-such-uid".into(),
+        ..owned_by(&root)
+    }]);
+    api.create(&PostParams::default(), &ghost).await.unwrap();
+    assert!(api.get_opt("ghost").await.unwrap().is_none(), "an object whose owners are all missing is collected");
+
+    api.delete("root", &DeleteParams::default()).await.unwrap();
+    let exists = |name: &'static str| {
+        let api = api.clone();
+        async move { api.get_opt(name).await.unwrap().is_some() }
+    };
+    assert!(!exists("child").await, "the dependent of a deleted owner is collected");
+    assert!(!exists("grandchild").await, "and the dependent of that dependent");
+    assert!(exists("shared").await, "an object with another owner that exists stays");
+    assert!(exists("freed").await, "an object no longer naming the deleted owner stays");
+    api.delete("other", &DeleteParams::default()).await.unwrap();
+    assert!(!exists("shared").await && !exists("freed").await, "their last owner gone, they go");
 }
 
 #[tokio::test]

@@ -10,14 +10,12 @@ use std::time::Duration;
 use clusterstack::api::{ClusterStack, ClusterStackRelease};
 use clusterstack::controller::run::RunOptions;
 use clusterstack::source::SourceSpec;
-use clusterstack::source::github::GitHubConfig;
 use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::json;
-use support::github::{FakeGitHub, Route};
 use support::operator::{
-    CC, CS, NS, Operator, cluster, condition, publish, ready, release, release_names, releases_dir, server, settings,
-    stack, wait_for,
+    CC, CS, NS, Operator, cluster, condition, ready, release, release_names, releases_dir, server, settings, stack,
+    wait_for,
 };
 use support::{ApiServer, RequestMatch};
 use tokio_util::sync::CancellationToken;
@@ -289,36 +287,6 @@ async fn a_restart_in_the_middle_of_an_apply_converges_without_duplicates() {
     op.stop().await;
 }
 
-#[tokio::test]
-async fn a_release_published_on_github_appears_within_one_poll_and_polls_are_conditional() {
-    let server = server().await;
-    let cache = tempfile::tempdir().unwrap();
-    let fake = FakeGitHub::start().await;
-    publish(&fake, "docker-ferrol-1-27-v1");
-    publish(&fake, "docker-ferrol-1-27-v2");
-    let mut s = settings(SourceSpec::github("acme", "stacks"), cache.path());
-    s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
-    let op = Operator::start(&server, s);
-    server.put_object(stack("ferrol", &[], true));
-    wait_for("v2 ready", || ready(&server, "docker-ferrol-1-27-v2")).await;
-    // Later polls are conditional and answered 304 (free of rate limit).
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let polls = fake.requests_to(Route::Releases);
-    assert!(polls.len() >= 2, "{polls:?}");
-    assert!(polls.iter().skip(1).all(|r| r.if_none_match.is_some()), "{polls:?}");
-
-    publish(&fake, "docker-ferrol-1-27-v3");
-    let published = tokio::time::Instant::now();
-    wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
-    assert!(published.elapsed() < Duration::from_secs(10), "took {:?}", published.elapsed());
-    // Downloaded once each: the cache serves every later pass.
-    assert_eq!(fake.count(Route::Asset), fake.requests_to(Route::Asset).len());
-    let text = op.metrics.encode().unwrap();
-    assert!(text.contains("clusterstack_github_not_modified_total"), "{text}");
-    assert!(!text.contains("clusterstack_github_not_modified_total 0"), "304s are counted: {text}");
-    op.stop().await;
-}
-
 fn copy_release(repo: &Path, tag: &str) {
     let dest = repo.join(tag);
     std::fs::create_dir_all(&dest).unwrap();
@@ -496,43 +464,6 @@ async fn with_leader_election_it_takes_the_lease_then_works() {
         .get_object("coordination.k8s.io/v1", "Lease", Some("kube-system"), "clusterstack-operator")
         .expect("the leader Lease");
     assert!(lease["spec"]["holderIdentity"].as_str().is_some_and(|h| !h.is_empty()), "{lease:#}");
-    op.stop().await;
-}
-
-#[tokio::test]
-async fn a_github_source_with_a_token_secret_uses_that_token() {
-    let server = server().await;
-    let cache = tempfile::tempdir().unwrap();
-    let fake = FakeGitHub::start().await;
-    publish(&fake, "docker-ferrol-1-27-v1");
-    let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
-    s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
-    let op = Operator::start(&server, s);
-    let mut body = stack("ferrol", &[], true);
-    body["spec"]["source"] =
-        json!({"github": {"owner": "acme", "repository": "stacks", "tokenSecretRef": {"name": "gh"}}});
-    server.put_object(body);
-    // No Secret yet: the source is unavailable and the message names the Secret.
-    wait_for("SourceUnavailable naming the Secret", || {
-        server
-            .get_object(CS, "ClusterStack", Some(NS), "ferrol")
-            .and_then(|s| condition(&s, "ReleasesSynced"))
-            .is_some_and(|c| {
-                c["reason"] == "SourceUnavailable" && c["message"].as_str().unwrap_or_default().contains("stacks/gh")
-            })
-    })
-    .await;
-    server.put_object(json!({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gh", "namespace": NS},
-        "data": {"token": "c2VjcmV0LXRva2Vu"} // "secret-token"
-    }));
-    wait_for("v1 ready", || ready(&server, "docker-ferrol-1-27-v1")).await;
-    let listed = fake.requests_to(Route::Releases);
-    assert!(!listed.is_empty());
-    assert!(
-        listed.iter().all(|r| r.authorization.as_deref().is_some_and(|a| a.contains("secret-token"))),
-        "{listed:?}"
-    );
     op.stop().await;
 }
 

@@ -227,13 +227,35 @@ async fn a_refused_status_write_backs_off_and_nothing_is_applied_in_a_loop() {
     op.stop().await;
 }
 
+/// Deletes the stack `ferrol` and waits until its releases are gone; the cluster-wide
+/// lists by the release's labels sent meanwhile.
+async fn delete_ferrol(server: &ApiServer) -> usize {
+    server.clear_requests();
+    let stacks: Api<ClusterStack> = Api::namespaced(server.client(), NS);
+    stacks.delete("ferrol", &DeleteParams::background()).await.unwrap();
+    wait_for("the release gone", || release_names(server).is_empty()).await;
+    server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.verb == "list" && r.namespace.is_empty() && r.query.get("labelSelector").is_some_and(|l| l.contains(V3))
+        })
+        .count()
+}
+
 #[tokio::test]
-async fn deleting_a_release_finds_by_label_what_its_status_does_not_list() {
+async fn deleting_a_release_finds_by_label_what_an_older_status_does_not_list() {
     let server = server().await;
     let cache = tempfile::tempdir().unwrap();
     let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
     server.put_object(stack("ferrol", &["v3"], false));
     wait_for("v3 ready", || ready(&server, V3)).await;
+    // Applied from an empty status, every object recorded ahead: complete.
+    assert_eq!(release(&server, V3).unwrap()["status"]["inventoryComplete"], json!(true));
+    // As an older version left it: without the mark.
+    server.edit_object(CS, "ClusterStackRelease", Some(NS), V3, |r| {
+        r["status"].as_object_mut().unwrap().remove("inventoryComplete");
+    });
 
     // Objects of a kind the release applied, that its status does not list: one applied by our
     // field manager with the release's labels (ours: a status that could not hold it), one
@@ -259,9 +281,9 @@ async fn deleting_a_release_finds_by_label_what_its_status_does_not_list() {
     let listed = release(&server, V3).unwrap()["status"]["inventory"].to_string();
     assert!(!listed.contains("\"stray\""), "the status does not list it: {listed}");
 
-    let stacks: Api<ClusterStack> = Api::namespaced(server.client(), NS);
-    stacks.delete("ferrol", &DeleteParams::background()).await.unwrap();
-    wait_for("the release gone", || release_names(&server).is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(release(&server, V3).unwrap()["status"].get("inventoryComplete"), None, "a pass does not mark it");
+    assert!(delete_ferrol(&server).await > 0, "searched by label");
     let left: Vec<String> = server
         .list_objects(dmt, "DockerMachineTemplate")
         .iter()
@@ -271,7 +293,22 @@ async fn deleting_a_release_finds_by_label_what_its_status_does_not_list() {
     assert!(left.contains(&"foreign".to_string()), "not applied by us: kept: {left:?}");
     assert!(left.contains(&"other".to_string()), "another release's: kept: {left:?}");
     assert!(server.list_objects(CC, "ClusterClass").is_empty());
-    let _ = CS;
+    op.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_release_with_a_complete_inventory_lists_nothing_cluster_wide() {
+    let server = server().await;
+    let cache = tempfile::tempdir().unwrap();
+    let op = Operator::start(&server, settings(SourceSpec::dir(releases_dir()), cache.path()));
+    server.put_object(stack("ferrol", &["v3"], false));
+    wait_for("v3 ready", || ready(&server, V3)).await;
+    let status = release(&server, V3).unwrap()["status"].clone();
+    assert_eq!(status["inventoryComplete"], json!(true), "{status}");
+    let listed = status["inventory"].as_array().map_or(0, Vec::len);
+    assert!(listed > 0, "{status}");
+    assert_eq!(delete_ferrol(&server).await, 0, "a complete inventory needs no search by label");
+    assert!(server.list_objects(CC, "ClusterClass").is_empty(), "what it lists is deleted");
     op.stop().await;
 }
 

@@ -43,6 +43,12 @@ pub struct ClusterStackReleaseStatus {
     /// namespace, in apply order: what pruning and deletion work from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryGroup>,
+    /// Whether `inventory` lists every object the release may have applied: each apply since
+    /// the first was recorded in it beforehand. Deleting the release then deletes what it
+    /// lists; without it (a status an older version wrote, which could miss objects) deletion
+    /// also searches, by the release's labels, the kinds it lists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inventory_complete: bool,
     /// Full Kubernetes version of the release, e.g. `v1.27.5`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kubernetes_version: String,

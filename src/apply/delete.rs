@@ -34,7 +34,9 @@ impl Applier {
 
     /// Deletes the objects of `kinds` (every namespace) that carry the owner's labels and were
     /// applied by our field manager, except those in `done`: what a release applied that its
-    /// inventory does not list (a status that could not hold it, or written by an older version).
+    /// inventory does not list (a status an older version wrote, which could not hold it or
+    /// was written after the apply). Every listed kind costs one cluster-wide list, so a caller
+    /// whose inventory is known complete does not call this.
     /// A kind that cannot be listed is a failed change naming it, so the caller tries again.
     pub async fn delete_labelled(
         &self,

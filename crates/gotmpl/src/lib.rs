@@ -20,6 +20,8 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_builtins;
+#[cfg(test)]
 mod tests_fmt;
 #[cfg(test)]
 mod tests_lead;

@@ -391,6 +391,8 @@ async fn record_intent(
     let current = release.status.clone().unwrap_or_default();
     let mut next = current.clone();
     (next.inventory, next.resources) = super::inventory::to_release_status(&intent);
+    // Complete from the first apply on: nothing can exist that an earlier, unrecorded apply left.
+    next.inventory_complete |= previous.entries.is_empty();
     let body = crate::controller::status_patch(Some(&current), &next)?;
     match api.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
         Ok(_) => Ok(Some(next)),
@@ -508,10 +510,13 @@ async fn delete(
     let inventory = release.status.as_ref().map(super::inventory::from_release_status).unwrap_or_default();
     let owner = ReleaseOwner::new(&tag, &ns);
     let mut deleted = ctx.applier.delete_all(&inventory, &owner).await;
-    // Objects carrying our labels that the status does not list (a status written before it
-    // could hold them, or lost): found by label among the kinds the release applied.
-    let kinds = kinds_of(&inventory);
-    deleted.changes.extend(ctx.applier.delete_labelled(&kinds, &owner, &deleted.identities()).await.changes);
+    // Objects carrying our labels that an older version's status did not list (one that could
+    // not hold them, or an apply not recorded ahead): found by label among the kinds the release
+    // applied. A complete inventory needs none of these cluster-wide lists.
+    if !release.status.as_ref().is_some_and(|s| s.inventory_complete) {
+        let kinds = kinds_of(&inventory);
+        deleted.changes.extend(ctx.applier.delete_labelled(&kinds, &owner, &deleted.identities()).await.changes);
+    }
     if !deleted.all_ok() {
         let failed: Vec<String> =
             deleted.failures().map(|c| format!("{} {}: {}", c.key.kind, c.key.name, c.error)).collect();

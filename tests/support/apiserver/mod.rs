@@ -253,6 +253,16 @@ impl ApiServer {
         store.get(&rt, namespace.unwrap_or("default"), name).ok()
     }
 
+    /// Calls `f` with every object of a kind (all namespaces) as stored, in place: a check
+    /// polled every few milliseconds copies nothing while it holds the store (the object has no
+    /// `apiVersion`, `kind` or `managedFields` here).
+    pub fn visit_objects(&self, api_version: &str, kind: &str, f: impl FnMut(&Value)) {
+        let store = lock(&self.shared.store);
+        if let Some(rt) = store.resource_for_kind(api_version, kind) {
+            store.visit(&rt, f);
+        }
+    }
+
     /// Every object of a kind (all namespaces).
     pub fn list_objects(&self, api_version: &str, kind: &str) -> Vec<Value> {
         let store = lock(&self.shared.store);

@@ -38,7 +38,7 @@ pub(super) fn watch(
                 && fields.matches(&e.obj)
         }
     };
-    let line = |kind: &str, obj: &Value| Bytes::from(format!("{}\n", json!({"type": kind, "object": obj})));
+    let line = store::encode_line;
     let (first, mut rx, current_rv) = {
         let store = lock(&shared.store);
         let rx = store.tx.subscribe();
@@ -46,7 +46,7 @@ pub(super) fn watch(
         match from {
             // Resume: replay what happened since.
             Some(rv) if !initial => match store.events_since(rv, &rt.group, &rt.plural) {
-                Ok(evs) => first.extend(evs.iter().filter(|e| matches(e)).map(|e| line(e.kind, &e.obj))),
+                Ok(evs) => first.extend(evs.iter().filter(|e| matches(e)).map(|e| e.line())),
                 Err(e) => {
                     // The watch itself succeeds and carries the error, as the real server does.
                     first.push(line("ERROR", &e.to_status()));
@@ -56,25 +56,10 @@ pub(super) fn watch(
             _ => {
                 let all = store.list(rt, ns.as_deref(), &LabelSelector::default(), &FieldSelector::default());
                 for o in all {
-                    let ev = store::Event {
-                        rv: 0,
-                        kind: "ADDED",
-                        group: rt.group.clone(),
-                        plural: rt.plural.clone(),
-                        namespace: ns.clone().unwrap_or_default(),
-                        obj: o,
-                    };
-                    let ev = store::Event {
-                        namespace: ev
-                            .obj
-                            .pointer("/metadata/namespace")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                        ..ev
-                    };
+                    let namespace = o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+                    let ev = store::Event::new(0, "ADDED", rt.group.clone(), rt.plural.clone(), namespace, o);
                     if matches(&ev) {
-                        first.push(line("ADDED", &ev.obj));
+                        first.push(ev.line());
                     }
                 }
             }
@@ -116,7 +101,7 @@ pub(super) fn watch(
                         if ev.rv <= current_rv { continue; }
                         last_rv = ev.rv;
                         if !matches(&ev) { continue; }
-                        if tx.send(line(ev.kind, &ev.obj)).await.is_err() { return; }
+                        if tx.send(ev.line()).await.is_err() { return; }
                     }
                     // Too slow a reader: end the watch; the client resumes from its last version.
                     Err(_) => return,

@@ -89,67 +89,67 @@ impl Store {
     }
 
     /// Deletes objects none of whose owners (by uid) exist any more, and finishes deleting
-    /// terminating namespaces that are empty. Runs until nothing changes.
+    /// terminating namespaces that are empty. Runs until nothing changes. Only queued objects
+    /// are checked (see [`Store::gc_queue`]), so a write costs its own dependents, not a scan.
     pub(super) fn collect_garbage(&mut self) {
-        if !std::mem::take(&mut self.gc_due) {
+        if self.collecting {
             return;
         }
+        self.collecting = true;
         loop {
-            let uids = &self.uids;
-            // Direct field reads, not `pointer` (which splits and unescapes its path every call):
-            // this scan runs over every object after each deletion, and with 30,000 objects it was
-            // most of the double's CPU while `bench_operator`'s Clusters moved class.
-            let orphan = self.objects.iter().find(|(_, s)| {
-                let meta = s.obj.get("metadata");
-                let refs = meta.and_then(|m| m.get("ownerReferences")).and_then(Value::as_array);
-                refs.is_some_and(|r| !r.is_empty())
-                    && !refs.is_some_and(|r| r.iter().any(|o| o["uid"].as_str().is_some_and(|u| uids.contains(u))))
-                    && meta.and_then(|m| m.get("deletionTimestamp")).is_none()
-            });
-            if let Some((k, _)) = orphan {
-                let k = k.clone();
-                if let Some(rt) = self.type_of_key(&k) {
+            while let Some(k) = self.gc_queue.pop_first() {
+                let orphan = self.objects.get(&k).is_some_and(|s| {
+                    s.obj.pointer("/metadata/deletionTimestamp").is_none()
+                        && owner_uids(&s.obj).is_some_and(|o| !o.iter().any(|u| self.uids.contains(u)))
+                });
+                if orphan && let Some(rt) = self.type_of_key(&k) {
                     let _ = self.delete_key(&k, &rt);
-                    continue;
                 }
             }
-            // Terminating namespaces: delete their contents, then themselves.
-            let terminating: Vec<String> = self
+            if !self.collect_namespaces() {
+                break;
+            }
+        }
+        self.collecting = false;
+    }
+
+    /// Terminating namespaces: deletes their contents, then themselves once empty and without
+    /// finalizers. Whether anything changed.
+    fn collect_namespaces(&mut self) -> bool {
+        let mut changed = false;
+        for ns in self.terminating.clone() {
+            let inside: Vec<Key> = self
                 .objects
                 .iter()
-                .filter(|(k, s)| {
-                    k.0.is_empty() && k.1 == "namespaces" && s.obj.pointer("/metadata/deletionTimestamp").is_some()
-                })
-                .map(|(k, _)| k.3.clone())
+                .filter(|(k, s)| k.2 == ns && s.obj.pointer("/metadata/deletionTimestamp").is_none())
+                .map(|(k, _)| k.clone())
                 .collect();
-            let mut changed = false;
-            for ns in terminating {
-                let inside: Vec<Key> = self
-                    .objects
-                    .iter()
-                    .filter(|(k, s)| k.2 == ns && s.obj.pointer("/metadata/deletionTimestamp").is_none())
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for k in &inside {
-                    if let Some(rt) = self.type_of_key(k) {
-                        let _ = self.delete_key(k, &rt);
-                        changed = true;
-                    }
-                }
-                let empty = !self.objects.keys().any(|k| k.2 == ns);
-                let nskey = (String::new(), "namespaces".to_string(), String::new(), ns.clone());
-                let no_finalizers = self.objects.get(&nskey).is_some_and(|s| {
-                    s.obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
-                });
-                if empty && no_finalizers {
-                    let rt = self.types[0].clone();
-                    self.commit(&nskey, &rt, None);
+            for k in &inside {
+                if let Some(rt) = self.type_of_key(k) {
+                    let _ = self.delete_key(k, &rt);
                     changed = true;
                 }
             }
-            if !changed {
-                self.gc_due = false;
-                return;
+            let empty = !self.objects.keys().any(|k| k.2 == ns);
+            let nskey = (String::new(), "namespaces".to_string(), String::new(), ns.clone());
+            let no_finalizers = self.objects.get(&nskey).is_some_and(|s| {
+                s.obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
+            });
+            if empty && no_finalizers {
+                let rt = self.types[0].clone();
+                self.commit(&nskey, &rt, None);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Drops `key` from the dependents of `owner`.
+    pub(super) fn unindex_dependent(&mut self, owner: &str, key: &Key) {
+        if let Some(set) = self.dependents.get_mut(owner) {
+            set.remove(key);
+            if set.is_empty() {
+                self.dependents.remove(owner);
             }
         }
     }
