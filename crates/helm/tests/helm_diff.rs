@@ -463,19 +463,19 @@ fn the_independent_reader_reads_yaml_as_helms_go_yaml() {
         .unwrap_or_else(|e| panic!("helm fails on yaml-reading: {e}"));
     let objs = helm::parse_docs(helm::split_helm_output(&out).iter().map(|d| (d.source.as_str(), d.content.as_str())))
         .expect("helm's output reads");
-    let printed = objs["v1/ConfigMap//yaml-reading"]["data"]["read"].as_str().expect("data.read").to_string();
-    let helms: Json = serde_json::from_str(&printed).expect("toJson prints JSON");
-    let text = std::fs::read_to_string(charts_dir().join("yaml-reading/scalars.yaml")).expect("scalars.yaml");
-    let reading = helm::oracle::read_stream(&text).expect("the oracle reads scalars.yaml");
-    assert_eq!(reading.documents.len(), 1);
     let diff = |a: &Json, b: &Json| helm::line_diff(&format!("{a:#}"), &format!("{b:#}"));
-    assert!(
-        reading.documents[0] == helms,
-        "oracle (+) against helm's fromYaml (-):\n{}",
-        diff(&helms, &reading.documents[0])
-    );
-    // YAML 1.1 readings are counted, not hidden: this file is made of them.
-    assert!(reading.yaml11.len() > 20, "{:#?}", reading.yaml11);
-    let ours = read_ours(&text).expect("ours reads scalars.yaml");
-    assert!(ours == helms, "ours (+) against helm's fromYaml (-):\n{}", diff(&helms, &ours));
+    // A file of scalars, and one ending in a block scalar without a final line break.
+    for (field, file, yaml11) in [("read", "scalars.yaml", 20), ("blockEnd", "block-end.yaml", 0)] {
+        let printed = objs["v1/ConfigMap//yaml-reading"]["data"][field].as_str().expect("data field").to_string();
+        let helms: Json = serde_json::from_str(&printed).expect("toJson prints JSON");
+        let text = std::fs::read_to_string(charts_dir().join("yaml-reading").join(file)).expect("file");
+        let reading = helm::oracle::read_stream(&text).unwrap_or_else(|e| panic!("the oracle reads {file}: {e}"));
+        assert_eq!(reading.documents.len(), 1);
+        let oracle = &reading.documents[0];
+        assert!(*oracle == helms, "{file}: oracle (+) against helm's fromYaml (-):\n{}", diff(&helms, oracle));
+        // YAML 1.1 readings are counted, not hidden: scalars.yaml is made of them.
+        assert!(reading.yaml11.len() >= yaml11, "{file}: {:#?}", reading.yaml11);
+        let ours = read_ours(&text).expect("ours reads it");
+        assert!(ours == helms, "{file}: ours (+) against helm's fromYaml (-):\n{}", diff(&helms, &ours));
+    }
 }

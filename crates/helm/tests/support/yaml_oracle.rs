@@ -30,15 +30,36 @@ pub struct Reading {
 }
 
 /// Every document of a YAML stream, as the API server is given it.
+///
+/// libyaml-safer 0.3.0 panics ("unexpected end of input") on a text that ends inside a block
+/// scalar without a final line break, where libyaml (and go-yaml, its port) reads the end of
+/// the input as no line break at all: `a: |\n  x` is `x`. helm's documents are split and
+/// trimmed before they are read, so this is common (a ConfigMap ending in a `|` block). Such a
+/// text is read with a line break added, and the one block scalar that reaches the end of the
+/// input is given back without it. Any other panic of the library is an error here.
 pub fn read_stream(text: &str) -> Result<Reading, String> {
-    let mut parser = Parser::new();
-    parser.set_input(Cursor::new(text.as_bytes()));
-    let mut builder = Builder::default();
-    for event in parser {
-        let event = event.map_err(|e| format!("YAML (libyaml): {e}"))?;
-        builder.event(event.data).map_err(|e| format!("YAML (libyaml) at {}: {e}", event.start_mark))?;
-    }
-    Ok(Reading { documents: builder.documents, yaml11: builder.yaml11 })
+    let added_break = !text.is_empty() && !text.ends_with(['\n', '\r']);
+    let input = if added_break { format!("{text}\n") } else { text.to_string() };
+    let end = input.len() as u64;
+    let read = std::panic::catch_unwind(|| {
+        let mut parser = Parser::new();
+        parser.set_input(Cursor::new(input.as_bytes()));
+        let mut builder = Builder::default();
+        for event in parser {
+            let mut event = event.map_err(|e| format!("YAML (libyaml): {e}"))?;
+            if added_break
+                && event.end_mark.index == end
+                && let EventData::Scalar { value, style: ScalarStyle::Literal | ScalarStyle::Folded, .. } =
+                    &mut event.data
+                && value.ends_with('\n')
+            {
+                value.pop();
+            }
+            builder.event(event.data).map_err(|e| format!("YAML (libyaml) at {}: {e}", event.start_mark))?;
+        }
+        Ok(Reading { documents: builder.documents, yaml11: builder.yaml11 })
+    });
+    read.unwrap_or_else(|_| Err("YAML (libyaml): the reader panicked (see the message above)".into()))
 }
 
 /// One document (an empty text is `null`, as `sigs.k8s.io/yaml` reads it); more than one is an
