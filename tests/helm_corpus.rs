@@ -31,7 +31,6 @@ use corpus_read::{Side, differing, objects_of, set_aside_random};
 mod helm;
 use corpus::require_corpus;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 

@@ -300,10 +300,11 @@ pub fn resolve_plain(s: &str) -> Scalar {
         b'.' => {
             let rest = &s[1..];
             let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            if digits > 0 && is_exponent(&rest[digits..]) {
-                if let Ok(f) = s.parse::<f64>() {
-                    return Scalar::Float(f);
-                }
+            if digits > 0
+                && is_exponent(&rest[digits..])
+                && let Ok(f) = s.parse::<f64>()
+            {
+                return Scalar::Float(f);
             }
             Scalar::Str
         }
@@ -312,10 +313,10 @@ pub fn resolve_plain(s: &str) -> Scalar {
             if let Some(r) = go_parse_int(&plain) {
                 return r;
             }
-            if is_yaml_style_float(&plain) {
-                if let Ok(f) = plain.parse::<f64>() {
-                    return Scalar::Float(f);
-                }
+            if is_yaml_style_float(&plain)
+                && let Ok(f) = plain.parse::<f64>()
+            {
+                return Scalar::Float(f);
             }
             Scalar::Str
         }
@@ -378,7 +379,7 @@ fn go_parse_int(s: &str) -> Option<Scalar> {
     if magnitude <= i64::MAX as u128 {
         return Some(Scalar::Int(magnitude as i64));
     }
-    (!signed && magnitude <= u64::MAX as u128).then(|| Scalar::Uint(magnitude as u64))
+    (!signed && magnitude <= u64::MAX as u128).then_some(Scalar::Uint(magnitude as u64))
 }
 
 /// The YAML 1.2 core schema's reading, only to tell where YAML 1.1 differs.
