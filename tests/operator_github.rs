@@ -22,7 +22,7 @@ async fn a_release_published_on_github_appears_within_one_poll_and_polls_are_con
     let v2 = publish(&fake, "docker-ferrol-1-27-v2");
     let mut s = settings(SourceSpec::github("acme", "stacks"), cache.path());
     s.github = GitHubConfig { api_url: fake.api_url(), token: None, include_prereleases: false };
-    let op = Operator::start(&server, s);
+    let op = Operator::start(&server, s.clone());
     server.put_object(stack("ferrol", &[], true));
     wait_for("v2 ready", || ready(&server, "docker-ferrol-1-27-v2")).await;
     // Later polls are conditional and answered 304 (free of rate limit).
@@ -35,9 +35,21 @@ async fn a_release_published_on_github_appears_within_one_poll_and_polls_are_con
     let published = tokio::time::Instant::now();
     wait_for("v3 ready", || ready(&server, "docker-ferrol-1-27-v3")).await;
     assert!(published.elapsed() < Duration::from_secs(10), "took {:?}", published.elapsed());
+    let text = op.metrics.encode().unwrap();
+    assert!(text.contains("clusterstack_github_not_modified_total"), "{text}");
+    assert!(!text.contains("clusterstack_github_not_modified_total 0"), "304s are counted: {text}");
+
+    // A restarted operator applies v3 again in full (its memos are gone), from the cache.
+    op.stop().await;
+    server.clear_requests();
+    let op = Operator::start(&server, s);
+    wait_for("v3 applied again after the restart", || {
+        server.requests().iter().any(|r| r.verb == "patch" && r.resource == "clusterclasses")
+    })
+    .await;
     // Downloaded once each: every asset of the two releases applied (v2, then v3), each by one
-    // request, though v2 was polled and passed over again since; the cache serves those passes.
-    // v1, never wanted (only the latest is), is never downloaded.
+    // request; the cache served the pass after the restart. v1, never wanted (only the latest
+    // is), is never downloaded.
     let mut downloads: BTreeMap<u64, usize> = BTreeMap::new();
     for r in fake.requests_to(Route::Asset) {
         let id = r.uri.rsplit('/').next().and_then(|id| id.parse().ok()).expect("an asset id in the path");
@@ -45,9 +57,6 @@ async fn a_release_published_on_github_appears_within_one_poll_and_polls_are_con
     }
     let once_each: BTreeMap<u64, usize> = v2.iter().chain(&v3).map(|id| (*id, 1)).collect();
     assert_eq!(downloads, once_each, "downloads per asset id (v2: {v2:?}, v3: {v3:?})");
-    let text = op.metrics.encode().unwrap();
-    assert!(text.contains("clusterstack_github_not_modified_total"), "{text}");
-    assert!(!text.contains("clusterstack_github_not_modified_total 0"), "304s are counted: {text}");
     op.stop().await;
 }
 

@@ -449,9 +449,14 @@ fn helm_objects(
 /// Reads rendered documents as JSON, in order. Reading is most of a large chart's cost
 /// (kube-prometheus-stack's CRDs alone are 4.5 MB of YAML) and each document stands alone, so
 /// the documents are shared out over the machine's cores in contiguous runs.
+///
+/// Each is read followed by a line break, as helm's release manifest writes it
+/// (`---\n# Source: NAME\nDOCUMENT\n`) and the API server is given it: a block scalar that ends
+/// a document keeps its final line break, though the split document ends without one.
 fn read_documents(docs: &[(String, String)]) -> Vec<Result<serde_json::Value, String>> {
-    let read =
-        |run: &[(String, String)]| -> Vec<_> { run.iter().map(|(_, text)| helm_render::yaml_to_json(text)).collect() };
+    let read = |run: &[(String, String)]| -> Vec<_> {
+        run.iter().map(|(_, text)| helm_render::yaml_to_json(&format!("{text}\n"))).collect()
+    };
     let bytes: usize = docs.iter().map(|d| d.1.len()).sum();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     // Below a few hundred KiB a thread costs more than it saves.

@@ -26,6 +26,9 @@ pub enum Side {
 /// read by the independent reader (with the plain scalars YAML 1.1 reads otherwise than YAML 1.2
 /// added to `yaml11`), ours by ours.
 pub fn read_doc(side: Side, text: &str, yaml11: &mut Vec<String>) -> Result<Json, String> {
+    // Followed by a line break, as helm's release manifest writes each document for the API
+    // server (`---\n# Source: NAME\nDOCUMENT\n`), and as the operator reads it.
+    let text = &format!("{text}\n");
     let mut value = match side {
         Side::Helm => {
             let mut reading = super::helm::oracle::read_stream(text)?;

@@ -190,16 +190,23 @@ fn render_ours(dir: &Path, case: &Case) -> Result<Vec<(String, String)>, String>
     Ok(manifests.into_iter().map(|m| (m.source, m.content)).collect())
 }
 
-/// Reads a document of ours as the operator does, with the crate's go-yaml reader.
+/// Reads a text with the crate's go-yaml reader.
 fn read_ours(text: &str) -> Result<Json, String> {
     Ok(yaml_to_value(text)?.to_json())
+}
+
+/// Reads a document of ours as the operator does: with the crate's go-yaml reader, followed by
+/// a line break as helm's release manifest writes it (`helm template` prints it so, and helm's
+/// side is read from that print).
+fn read_our_document(text: &str) -> Result<Json, String> {
+    read_ours(&format!("{text}\n"))
 }
 
 /// helm's documents read by the independent reader ([`helm::oracle`]), ours by ours: a reader
 /// bug cannot hide by misreading both alike.
 fn objects(docs: &[(String, String)], who: &str, chart: &str) -> BTreeMap<String, Json> {
     let docs = docs.iter().map(|(s, c)| (s.as_str(), c.as_str()));
-    let objs = if who == "helm" { helm::parse_docs(docs) } else { helm::parse_docs_with(docs, read_ours) };
+    let objs = if who == "helm" { helm::parse_docs(docs) } else { helm::parse_docs_with(docs, read_our_document) };
     let mut objs = objs.unwrap_or_else(|e| panic!("{chart}: {who}'s output: {e}"));
     objs.values_mut().for_each(helm::normalise);
     objs
@@ -231,7 +238,7 @@ fn compare(helm_bin: &Path, case: &Case) -> Option<String> {
             })
             .collect()
     };
-    let (hs, os) = (sources(&theirs, helm::oracle::read_one), sources(&ours, read_ours));
+    let (hs, os) = (sources(&theirs, helm::oracle::read_one), sources(&ours, read_our_document));
     for (key, source) in &hs {
         if let Some(ours) = os.get(key)
             && ours != source
