@@ -248,6 +248,23 @@ fn umbrella_with_aliased_vendored_subchart_matches_helm() {
     );
 }
 
+/// A dependency's alias (and the condition, tags and import-values under it) reaches a vendored
+/// chart only when the chart's version satisfies the dependency's range (no range, a prerelease
+/// outside it, a range that does not parse: the chart stays under its own name); conditions
+/// split at commas untrimmed; a subchart's dependency list is not checked; a chart listing no
+/// dependencies processes none of its subcharts' either.
+#[test]
+fn dependency_versions_decide_aliases_as_in_helm() {
+    run_cases(
+        "dependency_versions_decide_aliases_as_in_helm",
+        &[
+            Case { vendored: &["sub"], ..case("dependency-versions") },
+            Case { vendored: &["sub"], values: &["dependency-versions-toggled.yaml"], ..case("dependency-versions") },
+            case("unlisted-dependencies"),
+        ],
+    );
+}
+
 /// Kinds of difference the public corpus showed (`tests/helm_corpus.rs`): `.Values` methods,
 /// documents split at `---# comment`, unknown hook events dropped.
 #[test]
