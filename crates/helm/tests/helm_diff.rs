@@ -265,6 +265,21 @@ fn dependency_versions_decide_aliases_as_in_helm() {
     );
 }
 
+/// Block scalars of every chomping ending a document, a template file, a CRD file, the
+/// manifests and the hooks: `helm template` prints each document followed by a newline and
+/// trims the last manifest, so a kept scalar's value depends on where it is printed.
+#[test]
+fn block_scalars_at_document_ends_match_helm() {
+    run_cases(
+        "block_scalars_at_document_ends_match_helm",
+        &[
+            case("block-scalar-ends"),
+            Case { include_crds: true, ..case("block-scalar-ends") },
+            Case { values: &["block-scalar-trailing-comment.yaml"], ..case("block-scalar-ends") },
+        ],
+    );
+}
+
 /// Kinds of difference the public corpus showed (`tests/helm_corpus.rs`): `.Values` methods,
 /// documents split at `---# comment`, unknown hook events dropped.
 #[test]
