@@ -200,8 +200,7 @@ fn config(label: &str, file: &str, message: String) -> BuildError {
 }
 
 fn read_metadata(bytes: &[u8]) -> Result<Metadata, String> {
-    let raw = helm_render::yaml::read_chart_yaml(&String::from_utf8_lossy(bytes))?;
-    serde_json::from_value(raw).map_err(|e| e.to_string())
+    helm_render::chart_yaml::read(bytes).map(|(metadata, _)| metadata)
 }
 
 /// `Chart.lock`: the resolved dependencies and the digest of what they were resolved from.

@@ -9,6 +9,7 @@
 //! the engine limits work, output and nesting.
 
 pub mod capabilities;
+pub mod chart_yaml;
 mod env;
 mod errors;
 pub mod goyaml;

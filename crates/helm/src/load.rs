@@ -347,11 +347,7 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
         match name.as_str() {
             "Chart.yaml" => {
                 let data = raw.read(label, &name)?;
-                let text = crate::lossy_text(&data);
-                let raw = super::yaml::read_chart_yaml(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
-                let meta: Metadata =
-                    serde_json::from_value(raw.clone()).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
-                metadata = Some((meta, raw));
+                metadata = Some(crate::chart_yaml::read(&data).map_err(|e| err(label, format!("Chart.yaml: {e}")))?);
             }
             "values.yaml" => {
                 let data = raw.read(label, &name)?;
@@ -381,6 +377,7 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
     let Some((mut metadata, mut raw_metadata)) = metadata else {
         return Err(err(label, "Chart.yaml file is missing"));
     };
+    crate::chart_yaml::default_api_version(&mut metadata, &mut raw_metadata);
     for (name, data) in requirements {
         if name == "requirements.yaml" {
             let text = crate::lossy_text(&data);
@@ -397,9 +394,7 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
             other.push(DataFile::new(name, data));
         }
     }
-    if metadata.name.is_empty() {
-        return Err(err(label, "Chart.yaml: field name is required"));
-    }
+    crate::chart_yaml::validate(&mut metadata, &mut raw_metadata).map_err(|m| err(label, m))?;
     let mut dependencies = Vec::new();
     for (sub, entries) in subcharts {
         let sub_label = format!("{label}/charts/{sub}");

@@ -126,7 +126,13 @@ pub fn read_chart_yaml(text: &str) -> Result<Value, String> {
         }
     }
     if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
-        annotations.values_mut().for_each(stringify);
+        // A map of strings: a null value is the empty string.
+        for v in annotations.values_mut() {
+            if v.is_null() {
+                *v = Value::String(String::new());
+            }
+            stringify(v);
+        }
     }
     if let Some(Value::Array(deps)) = meta.get_mut("dependencies") {
         for dep in deps.iter_mut().filter_map(Value::as_object_mut) {

@@ -280,6 +280,13 @@ fn block_scalars_at_document_ends_match_helm() {
     );
 }
 
+/// `Chart.yaml` as helm reads it: repeated keys (the last wins), no `apiVersion` (v1, so
+/// `requirements.yaml` is read and kept in `.Files`), text fields sanitised, null annotations.
+#[test]
+fn chart_yaml_reads_as_in_helm() {
+    run_cases("chart_yaml_reads_as_in_helm", &[case("chart-yaml")]);
+}
+
 /// Kinds of difference the public corpus showed (`tests/helm_corpus.rs`): `.Values` methods,
 /// documents split at `---# comment`, unknown hook events dropped.
 #[test]
