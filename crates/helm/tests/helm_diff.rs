@@ -440,6 +440,8 @@ fn template_errors_read_as_helms_text() {
         "errors/include-missing",
         "errors/tpl-in-helper",
         "errors/template-action",
+        // helm v4.2 indexes the last byte of an empty file's text.
+        "errors/files-lines-empty",
     ];
     let mut failures = Vec::new();
     for chart in charts {
