@@ -182,6 +182,16 @@ mod tests {
         );
     }
 
+    /// helm v4.2 loses a last line without its newline that is exactly 4,096 bytes long (its
+    /// line reader; helm issue 32506, fixed in v4.3): we read it, as v4.3 and helm v3 do
+    /// (docs/helm-versions.md).
+    #[test]
+    fn a_last_line_of_a_reader_buffer_s_length_is_read() {
+        let text = format!("first: 1\nlast: {}", "x".repeat(4096 - 6));
+        let values = read_values(&text).expect("reads");
+        assert_eq!(values["last"].as_str().map(str::len), Some(4090));
+    }
+
     #[test]
     fn later_documents_win_and_maps_merge() {
         let text = "a: 1\nb: {x: 1}\nl: [1]\n---\na: 2\nb: {y: 1}\nl: [2]\n---\n---\nc: 3\n";
