@@ -397,20 +397,25 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
     crate::chart_yaml::validate(&mut metadata, &mut raw_metadata).map_err(|m| err(label, m))?;
     let mut dependencies = Vec::new();
     for (sub, entries) in subcharts {
+        // helm passes over what in charts/ starts with `_` or `.`, unpacks a `.tgz`, and loads
+        // anything else as a chart directory: a plain file (a README, a `.tar.gz`) is a chart
+        // without a Chart.yaml, which fails.
+        if sub.starts_with(['_', '.']) {
+            continue;
+        }
         let sub_label = format!("{label}/charts/{sub}");
-        if sub.ends_with(".tgz") || sub.ends_with(".tar.gz") {
+        if sub.ends_with(".tgz") {
             if let Some((_, raw)) = entries.into_iter().find(|(inner, _)| inner.is_empty()) {
                 dependencies.push(load_archive(&sub_label, &raw.read(label, &format!("charts/{sub}"))?)?);
             }
-        } else {
-            // A plain file directly in charts/ is not a chart; Helm ignores
-            // what it can't load as one only when it has no Chart.yaml.
-            let files: Vec<_> = entries.into_iter().filter(|(inner, _)| !inner.is_empty()).collect();
-            if files.is_empty() {
-                continue;
-            }
-            dependencies.push(sort_files(&sub_label, files)?);
+            continue;
         }
+        let files: Vec<_> = entries.into_iter().filter(|(inner, _)| !inner.is_empty()).collect();
+        if files.is_empty() {
+            let parent = &metadata.name;
+            return Err(err(label, format!("error unpacking subchart {sub} in {parent}: Chart.yaml file is missing")));
+        }
+        dependencies.push(sort_files(&sub_label, files)?);
     }
     templates.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Chart {

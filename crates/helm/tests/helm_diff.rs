@@ -281,10 +281,11 @@ fn block_scalars_at_document_ends_match_helm() {
 }
 
 /// `Chart.yaml` as helm reads it: repeated keys (the last wins), no `apiVersion` (v1, so
-/// `requirements.yaml` is read and kept in `.Files`), text fields sanitised, null annotations.
+/// `requirements.yaml` is read and kept in `.Files`), text fields sanitised, null annotations;
+/// and what of `charts/` helm loads as charts (not what starts with `_` or `.`).
 #[test]
 fn chart_yaml_reads_as_in_helm() {
-    run_cases("chart_yaml_reads_as_in_helm", &[case("chart-yaml")]);
+    run_cases("chart_yaml_reads_as_in_helm", &[case("chart-yaml"), case("charts-dir-entries")]);
 }
 
 /// Kinds of difference the public corpus showed (`tests/helm_corpus.rs`): `.Values` methods,
@@ -442,6 +443,8 @@ fn template_errors_read_as_helms_text() {
         "errors/template-action",
         // helm v4.2 indexes the last byte of an empty file's text.
         "errors/files-lines-empty",
+        // A plain file in charts/ is loaded as a chart without a Chart.yaml.
+        "errors/file-in-charts",
     ];
     let mut failures = Vec::new();
     for chart in charts {
