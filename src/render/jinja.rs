@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::{
-    CHART_FILE, OVERWRITE_FILE, RenderContext, RenderError, RenderedChart, VALUES_FILE, engine,
-    merge_values, objects, parse_values, platform_values, read_chart_file, read_text, topology_variables,
+    CHART_FILE, OVERWRITE_FILE, RenderContext, RenderError, RenderedChart, VALUES_FILE, engine, merge_values, objects,
+    parse_values, platform_values, read_chart_file, read_text, topology_variables,
 };
 use crate::apply::sort_for_apply;
 

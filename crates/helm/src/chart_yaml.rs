@@ -94,8 +94,7 @@ pub(crate) fn validate(metadata: &mut Metadata, raw: &mut Value) -> Result<(), S
 }
 
 /// The fields helm's validation sanitises (not `version`, `apiVersion`, `type`, annotations).
-const SANITIZED: &[&str] =
-    &["name", "description", "home", "icon", "condition", "tags", "appVersion", "kubeVersion"];
+const SANITIZED: &[&str] = &["name", "description", "home", "icon", "condition", "tags", "appVersion", "kubeVersion"];
 const MAINTAINER_SANITIZED: &[&str] = &["name", "email", "url"];
 const DEPENDENCY_SANITIZED: &[&str] = &["name", "version", "repository", "condition"];
 
@@ -114,13 +113,7 @@ fn sanitize(v: &mut Value) {
     {
         *s = s
             .chars()
-            .filter_map(|c| {
-                if c.is_whitespace() {
-                    Some(' ')
-                } else {
-                    gotmpl::fmt::is_print(c).then_some(c)
-                }
-            })
+            .filter_map(|c| if c.is_whitespace() { Some(' ') } else { gotmpl::fmt::is_print(c).then_some(c) })
             .collect();
     }
 }
@@ -161,7 +154,10 @@ mod tests {
             ("apiVersion: v2\nname: a\nversion: one\n", "validation: chart.metadata.version \"one\" is invalid"),
             ("apiVersion: v2\nname: a/b\nversion: 1.0.0\n", "validation: chart.metadata.name \"a/b\" is invalid"),
             ("apiVersion: v2\nname: ..\nversion: 1.0.0\n", "validation: chart.metadata.name \"..\" is not allowed"),
-            ("apiVersion: v2\nname: a\nversion: 1.0.0\ntype: x\n", "validation: chart.metadata.type must be application or library"),
+            (
+                "apiVersion: v2\nname: a\nversion: 1.0.0\ntype: x\n",
+                "validation: chart.metadata.type must be application or library",
+            ),
             (
                 "apiVersion: v2\nname: a\nversion: 1.0.0\ndependencies:\n- name: b\n  alias: \"x y\"\n",
                 "validation: dependency \"b\" has disallowed characters in the alias",
