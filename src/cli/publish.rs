@@ -84,7 +84,7 @@ pub fn pack_chart(dir: &std::path::Path) -> Result<PackedChart, SourceCliError> 
     let chart_yaml = files
         .get("Chart.yaml")
         .ok_or_else(|| SourceCliError::Usage(format!("{}: no Chart.yaml: not a Helm chart", dir.display())))?;
-    let metadata: serde_json::Value = serde_saphyr::from_slice(chart_yaml)
+    let (_, metadata) = helm_render::chart_yaml::read(chart_yaml)
         .map_err(|e| SourceCliError::Usage(format!("{}/Chart.yaml: {e}", dir.display())))?;
     let field = |key: &str| {
         metadata[key]

@@ -510,18 +510,14 @@ impl std::fmt::Display for Printed {
 /// The release a packaged cluster-class chart belongs to: its `Chart.yaml`
 /// is named `<stack>-cluster-class` and carries the stack version.
 fn release_of_chart(chart_dir: &Path) -> Result<ReleaseId, CliError> {
-    #[derive(serde::Deserialize)]
-    struct Chart {
-        name: String,
-        version: String,
-    }
     let path = chart_dir.join(CHART_FILE);
     let usage = |m: String| CliError::Usage(format!("{}: {m}; pass --release TAG", path.display()));
-    let text = std::fs::read_to_string(&path).map_err(|e| usage(e.to_string()))?;
-    let chart: Chart = serde_saphyr::from_str(&text).map_err(|e| usage(e.to_string()))?;
+    let bytes = std::fs::read(&path).map_err(|e| usage(e.to_string()))?;
+    let (chart, _) = helm_render::chart_yaml::read(&bytes).map_err(usage)?;
+    let version = chart.version.filter(|v| !v.is_empty()).ok_or_else(|| usage("no version".into()))?;
     let stack =
         chart.name.strip_suffix("-cluster-class").ok_or_else(|| usage("name does not end in -cluster-class".into()))?;
-    ReleaseId::from_class_name(&format!("{stack}-{}", chart.version)).map_err(|e| usage(e.to_string()))
+    ReleaseId::from_class_name(&format!("{stack}-{version}")).map_err(|e| usage(e.to_string()))
 }
 
 /// Reads the Cluster and, when present, its control plane and infrastructure

@@ -200,8 +200,7 @@ fn config(label: &str, file: &str, message: String) -> BuildError {
 }
 
 fn read_metadata(bytes: &[u8]) -> Result<Metadata, String> {
-    let raw = helm_render::yaml::read_chart_yaml(&String::from_utf8_lossy(bytes))?;
-    serde_json::from_value(raw).map_err(|e| e.to_string())
+    helm_render::chart_yaml::read(bytes).map(|(metadata, _)| metadata)
 }
 
 /// `Chart.lock`: the resolved dependencies and the digest of what they were resolved from.
@@ -218,9 +217,10 @@ fn read_lock(bytes: &[u8]) -> Result<Lock, String> {
     serde_json::from_value(raw).map_err(|e| e.to_string())
 }
 
-/// A version constraint as helm reads it (empty: any release version).
+/// A version constraint as helm reads it. An empty one does not parse: `helm dependency update`
+/// and `build` refuse it, and `helm template` would not take the chart under the dependency's
+/// alias (`helm_render::values`), so it is an error here too.
 fn constraint_of(version: &str) -> Result<Constraints, String> {
-    let version = if version.trim().is_empty() { ">0.0.0" } else { version };
     Constraints::parse(version).map_err(|m| format!("version constraint {version:?}: {m}"))
 }
 
@@ -327,6 +327,14 @@ mod tests {
         assert_eq!(opts.rewrite("https://helm.cilium.iox/index.yaml"), "https://helm.cilium.iox/index.yaml");
         assert!(parse_mirror("https://a").is_err());
         assert!(parse_mirror("https://a=not a url").is_err());
+    }
+
+    /// helm's resolver refuses a dependency without a version (`improper constraint: ""`).
+    #[test]
+    fn a_dependency_needs_a_version_range() {
+        let err = constraint_of("").err().expect("refused");
+        assert!(err.contains("improper constraint"), "{err}");
+        assert!(constraint_of("^1.0.0").is_ok());
     }
 
     /// The digest `helm dependency update` (v4.2.3) wrote into the Chart.lock of a chart with

@@ -213,11 +213,14 @@ pub struct RenderedChart {
     pub unaccepted: Vec<UnacceptedDocument>,
 }
 
-#[derive(Debug, Deserialize)]
-struct ChartFile {
-    name: Option<String>,
-    #[serde(default)]
-    annotations: std::collections::BTreeMap<String, String>,
+/// A chart directory's `Chart.yaml`, read as helm reads it: the one reader of that file for
+/// every path (`helm_render::chart_yaml`), so that no two of them disagree on a chart.
+fn read_chart_file(chart_dir: &Path) -> Result<helm_render::load::Metadata, RenderError> {
+    let file = chart_dir.join(CHART_FILE);
+    let bytes = std::fs::read(&file).map_err(|e| RenderError::io("cannot read", &file, e))?;
+    let (metadata, _) = helm_render::chart_yaml::read(&bytes)
+        .map_err(|message| RenderError::Bundle { file: file.display().to_string(), message })?;
+    Ok(metadata)
 }
 
 /// The template engine of a chart directory.
@@ -232,9 +235,7 @@ pub enum Engine {
 /// Which engine renders the chart in `chart_dir`, from its `Chart.yaml`.
 pub fn chart_engine(chart_dir: &Path) -> Result<Engine, RenderError> {
     let chart_file = chart_dir.join(CHART_FILE);
-    let text = read_text(&chart_file)?;
-    let chart: ChartFile = serde_saphyr::from_str(&text)
-        .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+    let chart = read_chart_file(chart_dir)?;
     match chart.annotations.get(ENGINE_ANNOTATION).map(String::as_str) {
         None | Some("helm") => Ok(Engine::Helm),
         Some("jinja") => Ok(Engine::Jinja),
@@ -323,11 +324,10 @@ fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderCont
     }
     let mut known: Vec<String> = Vec::new();
     for dir in dirs {
-        let chart_file = dir.join(CHART_FILE);
-        let chart: ChartFile = serde_saphyr::from_str(&read_text(&chart_file)?)
-            .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+        let chart = read_chart_file(dir)?;
         let dir_name = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
-        known.extend(dir_name.into_iter().chain(chart.name).filter(|n| !known.contains(n)).collect::<Vec<_>>());
+        let name = Some(chart.name).filter(|n| !n.is_empty());
+        known.extend(dir_name.into_iter().chain(name).filter(|n| !known.contains(n)).collect::<Vec<_>>());
     }
     match ctx.addon_values.keys().find(|k| !known.contains(k)) {
         None => Ok(()),
