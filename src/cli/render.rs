@@ -14,7 +14,7 @@ use crate::package::build::{cluster_addon_asset, cluster_class_asset};
 use crate::release::{METADATA_FILE, ReleaseId, ReleaseMetadata};
 use crate::render::{self, CHART_FILE, ClusterObjects, RenderContext};
 use crate::source::archive::{ExtractLimits, extract_tgz};
-use crate::source::{FetchPolicy, ReleaseCache, ReleaseSource};
+use crate::source::{FetchPolicy, ReleaseSource};
 
 use super::CliError;
 use super::source_args::{SourceArgs, SourceCliError};
@@ -355,13 +355,14 @@ pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
     // A tag: through the source and the verified cache, as `pull` does.
     let source = args.source.open()?;
     let listing = source.list().await.map_err(SourceCliError::from)?;
-    let release =
-        listing.releases.iter().find(|r| r.tag == args.release()).ok_or_else(|| SourceCliError::NotFound {
-            tag: args.release().to_string(),
-            source_name: source.name(),
-            hint: format!("not a directory either; {} releases listed", listing.releases.len()),
-        })?;
-    let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
+    let release = listing.find(args.release()).ok_or_else(|| SourceCliError::NotFound {
+        tag: args.release().to_string(),
+        source_name: source.name(),
+        hint: format!("not a directory either; {} releases listed", listing.releases.len()),
+    })?;
+    let cache = args
+        .source
+        .release_cache(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
         .map_err(SourceCliError::from)?;
     let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;
     let stages = fetched.asset_path(STAGES_FILE).filter(|p| p.is_file());

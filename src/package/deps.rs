@@ -21,6 +21,9 @@ use sha2::{Digest, Sha256};
 use super::build::BuildError;
 use super::deps_fetch::Fetcher;
 
+/// The download cache's directory inside a cache directory (`build --cache`, `pull`, the operator's).
+pub const DOWNLOAD_CACHE_DIR: &str = "helm-charts";
+
 /// How dependencies are fetched.
 #[derive(Debug, Clone, Default)]
 pub struct DependencyOptions {
@@ -33,6 +36,14 @@ pub struct DependencyOptions {
     pub registry: crate::registry::RegistryConfig,
     /// Registry hosts reached over plain `http://` although they are not loopback.
     pub insecure_registries: Vec<String>,
+    /// `file://` dependencies must stay inside this directory (the operator resolving a
+    /// downloaded release's charts: a release names no file of the operator's); `None`: anywhere
+    /// (`build` of the user's own source).
+    pub file_root: Option<PathBuf>,
+    /// Refuse repositories reached over plain `http://` unless a mirror rule rewrote them there
+    /// (the operator: a release's `Chart.yaml` may name any URL, the mirror rules are the
+    /// operator's own).
+    pub https_only: bool,
 }
 
 /// Parses `ORIG=MIRROR` (a `--helm-repo-mirror` value).
@@ -151,7 +162,17 @@ pub fn vendor_chart(
             continue; // the same chart under two aliases
         }
         let bytes = if let Some(path) = want.repository.strip_prefix("file://") {
-            local_chart(&source_dir.join(path), &want, &constraint, label)?
+            let dir = source_dir.join(path);
+            if let Some(root) = &opts.file_root {
+                let inside = match (dir.canonicalize(), root.canonicalize()) {
+                    (Ok(dir), Ok(root)) => dir.starts_with(root),
+                    _ => false,
+                };
+                if !inside {
+                    return Err(dep_error(label, &want.name, &want.repository, "a file:// path outside the release"));
+                }
+            }
+            local_chart(&dir, &want, &constraint, label)?
         } else if want.repository.is_empty() {
             return Err(dep_error(label, &want.name, "", "not in charts/ and no repository to fetch it from"));
         } else if want.repository.starts_with('@') || want.repository.starts_with("alias:") {

@@ -47,6 +47,17 @@ pub const TMP_DIR: &str = ".tmp";
 /// Small assets fetched when the release has them.
 const OPTIONAL_ASSETS: &[&str] = &["clusteraddon.yaml", "cluster-addon-values.yaml", "node-images.yaml", "hashes.json"];
 
+/// Work on a release after its tarballs are extracted, before it is verified into the cache: the
+/// dependencies of charts published without their `charts/` (the stack repository's build script
+/// ships addon charts so) are resolved here (`package::release_deps`). It runs on a blocking
+/// thread in the staging directory; what it writes there is covered by the manifest like the rest;
+/// an error fails the fetch, and nothing is cached.
+pub trait Prepare: Send + Sync + std::fmt::Debug {
+    /// Prepares the release `id`, extracted at `staging`: its class chart is the directory
+    /// `class_chart`, its addon bundle `addons` (when it has one).
+    fn prepare(&self, id: &ReleaseId, staging: &Path, class_chart: &Path, addons: Option<&Path>) -> Result<(), String>;
+}
+
 /// What a fetch accepts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FetchPolicy {
@@ -132,6 +143,9 @@ pub enum CacheError {
     Archive(#[from] ArchiveError),
     #[error("release {release}: the cluster-class tarball {asset} holds no chart (expected {expected}/Chart.yaml)")]
     NoChart { release: String, asset: String, expected: String },
+    /// [`Prepare`] failed (e.g. a chart dependency that cannot be resolved).
+    #[error("release {release}: {message}")]
+    Prepare { release: String, message: String },
     #[error("cached release {dir} is not intact: {message}")]
     Corrupt { dir: PathBuf, message: String },
     #[error("{context}: {path}")]
@@ -163,6 +177,8 @@ pub struct ReleaseCache {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Releases verified since this cache was opened.
     checked: Mutex<HashSet<String>>,
+    /// Work on each release before it is cached.
+    prepare: Option<Arc<dyn Prepare>>,
 }
 
 impl ReleaseCache {
@@ -184,7 +200,13 @@ impl ReleaseCache {
             std::fs::remove_dir_all(&tmp).map_err(|e| CacheError::io("cannot clean", &tmp, e))?;
         }
         std::fs::create_dir_all(&tmp).map_err(|e| CacheError::io("cannot create", &tmp, e))?;
-        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default() })
+        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default(), prepare: None })
+    }
+
+    /// The same cache, running `prepare` on each release it downloads.
+    pub fn with_prepare(mut self, prepare: Arc<dyn Prepare>) -> Self {
+        self.prepare = Some(prepare);
+        self
     }
 
     /// The cache directory.
@@ -457,6 +479,7 @@ impl ReleaseCache {
         let addon_name = addon_asset.map(|a| a.name.clone());
         let chart_rel = format!("{CLUSTER_CLASS_DIR}/{prefix}-cluster-class");
         let release_tag = tag.clone();
+        let (prepare, id) = (self.prepare.clone(), release.id.clone());
         let manifest = tokio::task::spawn_blocking(move || -> Result<Manifest, CacheError> {
             archive::extract_tgz(&staging_path.join(&class_name), &staging_path.join(CLUSTER_CLASS_DIR), &limits)?;
             if let Some(addon) = &addon_name {
@@ -472,6 +495,12 @@ impl ReleaseCache {
             } else {
                 return Err(CacheError::NoChart { release: release_tag, asset: class_name, expected: chart_rel });
             };
+            if let Some(prepare) = &prepare {
+                let addons = addon_name.as_ref().map(|_| staging_path.join(CLUSTER_ADDON_DIR));
+                prepare
+                    .prepare(&id, &staging_path, &staging_path.join(&chart_rel), addons.as_deref())
+                    .map_err(|message| CacheError::Prepare { release: release_tag.clone(), message })?;
+            }
             let manifest = Manifest {
                 format: MANIFEST_FORMAT,
                 source: source_name,
