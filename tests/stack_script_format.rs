@@ -12,6 +12,8 @@
 //! same dependencies come from the cache with the repositories gone, and a dependency nobody has
 //! fails the pull naming it, with nothing cached.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use clusterstack::package::build::tarball;
 use clusterstack::registry::{RegistryClient, RegistryConfig};
 use clusterstack::source::oci::{self, OciSource};
-use clusterstack::source::{FetchPolicy, ReleaseSource};
+use clusterstack::source::{FetchPolicy, ReleaseSource, SourceSpec};
 use serde_json::Value as Json;
 
 #[path = "../crates/helm/tests/support/helm.rs"]
@@ -436,4 +438,68 @@ async fn dependencies_come_from_the_cache_offline_and_a_missing_one_fails_the_pu
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("plain http://") && err.contains("--helm-repo-mirror"), "{err}");
+}
+
+/// The operator follows the `ttl` channel of a directory the script built (its directories named
+/// in the dot form): the newest build is taken; while a dependency cannot be resolved the release
+/// is not ready, its condition names the dependency and nothing is applied; once the mirror has
+/// it, the release is resolved, applied and ready.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operator_takes_the_newest_ttl_build_and_names_a_missing_dependency_until_it_appears() {
+    use support::operator::{NS, Operator, condition, release, release_names, server, settings, wait_for};
+    let test = "the_operator_takes_the_newest_ttl_build_and_names_a_missing_dependency_until_it_appears";
+    let Some(w) = world(test) else { return };
+    push_metrics_charts(w.charts.as_ref().unwrap()).await;
+    let older = tempfile::tempdir().unwrap();
+    stack_source(older.path(), &w.charts.as_ref().unwrap().host(), "1.2.3");
+    build_like_the_stack_script(&w.helm_bin, older.path(), w.out.path(), &ttl(1_712_000_000));
+    let newer = tempfile::tempdir().unwrap();
+    stack_source(newer.path(), &w.charts.as_ref().unwrap().host(), "1.2.3");
+    build_like_the_stack_script(&w.helm_bin, newer.path(), w.out.path(), &ttl(1_712_345_678));
+    // The mirror does not have `netpol` yet.
+    w.repo.serve_repo("/stable", &[]);
+
+    let server = server().await;
+    // The class is a v1beta2 ClusterClass: served beside v1beta1, as CAPI serves both.
+    let version = |v: &str, storage: bool| {
+        serde_json::json!({"name": v, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    server.put_object(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusterclasses.cluster.x-k8s.io"},
+        "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
+                 "names": {"kind": "ClusterClass", "listKind": "ClusterClassList", "plural": "clusterclasses", "singular": "clusterclass"},
+                 "versions": [version("v1beta1", true), version("v1beta2", false)]},
+    }));
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(SourceSpec::dir(w.out.path().to_path_buf()), cache.path());
+    s.chart_dependencies.mirrors = vec![(PUBLIC_REPO.to_string(), w.repo.url("/stable"))];
+    let op = Operator::start(&server, s);
+    server.put_object(serde_json::json!({
+        "apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterStack",
+        "metadata": {"name": "dev", "namespace": NS},
+        "spec": {"provider": "docker", "name": "scs", "kubernetesVersion": "1.34", "channel": "ttl",
+                 "autoSubscribe": true, "pollInterval": "1s"},
+    }));
+    let tag = "docker-scs-1-34-v0-ttl-1712345678";
+    wait_for("the missing dependency named", || {
+        release(&server, tag).and_then(|r| condition(&r, "Ready")).is_some_and(|c| {
+            c["status"] == "False"
+                && c["message"].as_str().is_some_and(|m| m.contains("netpol") && m.contains("cluster-addon/cni"))
+        })
+    })
+    .await;
+    assert_eq!(release_names(&server), [tag], "only the newest build of the channel");
+    assert!(
+        server
+            .get_object("cluster.x-k8s.io/v1beta2", "ClusterClass", Some(NS), "docker-scs-1-34-v0-ttl.1712345678")
+            .is_none()
+    );
+
+    w.repo.serve_repo("/stable", &[("netpol", "1.2.3", dep_chart("netpol", "1.2.3"))]);
+    wait_for("the release ready", || support::operator::ready(&server, tag)).await;
+    let r = release(&server, tag).unwrap();
+    assert_eq!(r["status"]["kubernetesVersion"], KUBE, "{r:#}");
+    op.stop().await;
 }
