@@ -19,6 +19,7 @@
 
 mod entries;
 mod manifest;
+mod prepare;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -33,6 +34,7 @@ use super::{AssetInfo, ListedRelease, NoProgress, Progress, ReleaseSource, SHA25
 pub use entries::{CacheEntry, entries_under};
 pub(crate) use manifest::hash_file;
 pub use manifest::{CachedAsset, Manifest, Verification, VerifiedBy, load_manifest};
+pub use prepare::Prepare;
 use manifest::{MANIFEST_FORMAT, extracted_digest, write_manifest};
 use verify::{check_policy, fetch_asset};
 
@@ -46,17 +48,6 @@ pub const CLUSTER_ADDON_DIR: &str = "cluster-addon";
 pub const TMP_DIR: &str = ".tmp";
 /// Small assets fetched when the release has them.
 const OPTIONAL_ASSETS: &[&str] = &["clusteraddon.yaml", "cluster-addon-values.yaml", "node-images.yaml", "hashes.json"];
-
-/// Work on a release after its tarballs are extracted, before it is verified into the cache: the
-/// dependencies of charts published without their `charts/` (the stack repository's build script
-/// ships addon charts so) are resolved here (`package::release_deps`). It runs on a blocking
-/// thread in the staging directory; what it writes there is covered by the manifest like the rest;
-/// an error fails the fetch, and nothing is cached.
-pub trait Prepare: Send + Sync + std::fmt::Debug {
-    /// Prepares the release `id`, extracted at `staging`: its class chart is the directory
-    /// `class_chart`, its addon bundle `addons` (when it has one).
-    fn prepare(&self, id: &ReleaseId, staging: &Path, class_chart: &Path, addons: Option<&Path>) -> Result<(), String>;
-}
 
 /// What a fetch accepts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
