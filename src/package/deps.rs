@@ -99,18 +99,7 @@ pub fn vendor_chart(
     label: &str,
     opts: &DependencyOptions,
 ) -> Result<usize, BuildError> {
-    let Some(chart_bytes) = files.get(&format!("{prefix}Chart.yaml")) else { return Ok(0) };
-    let metadata = read_metadata(chart_bytes).map_err(|m| config(label, "Chart.yaml", m))?;
-    let v1 = metadata.api_version.as_deref() == Some("v1");
-    let (deps, lock_name) = if v1 {
-        let deps = match files.get(&format!("{prefix}requirements.yaml")) {
-            Some(bytes) => read_metadata(bytes).map_err(|m| config(label, "requirements.yaml", m))?.dependencies,
-            None => metadata.dependencies.clone(),
-        };
-        (deps, "requirements.lock")
-    } else {
-        (metadata.dependencies.clone(), "Chart.lock")
-    };
+    let (deps, lock_name) = declared(files, prefix, label)?;
     if deps.is_empty() {
         return Ok(0);
     }
@@ -214,6 +203,38 @@ pub fn vendor_chart(
         vendored += 1;
     }
     Ok(vendored)
+}
+
+/// The dependencies the chart under `prefix` declares (`Chart.yaml`, or a v1 chart's
+/// `requirements.yaml`) and the name of its lock file.
+fn declared(
+    files: &BTreeMap<String, Vec<u8>>,
+    prefix: &str,
+    label: &str,
+) -> Result<(Vec<Dependency>, &'static str), BuildError> {
+    let Some(chart_bytes) = files.get(&format!("{prefix}Chart.yaml")) else { return Ok((Vec::new(), "Chart.lock")) };
+    let metadata = read_metadata(chart_bytes).map_err(|m| config(label, "Chart.yaml", m))?;
+    if metadata.api_version.as_deref() == Some("v1") {
+        let deps = match files.get(&format!("{prefix}requirements.yaml")) {
+            Some(bytes) => read_metadata(bytes).map_err(|m| config(label, "requirements.yaml", m))?.dependencies,
+            None => metadata.dependencies,
+        };
+        return Ok((deps, "requirements.lock"));
+    }
+    Ok((metadata.dependencies, "Chart.lock"))
+}
+
+/// The declared dependencies no chart in `charts/` is named after: what helm's
+/// `CheckDependencies` finds missing (`helm template --dependency-update` then fetches them;
+/// a present chart of another version is used as it is).
+pub fn missing_dependencies(
+    files: &BTreeMap<String, Vec<u8>>,
+    prefix: &str,
+    label: &str,
+) -> Result<Vec<String>, BuildError> {
+    let (deps, _) = declared(files, prefix, label)?;
+    let present = charts_in(files, prefix);
+    Ok(deps.into_iter().map(|d| d.name).filter(|name| !present.iter().any(|c| &c.name == name)).collect())
 }
 
 fn config(label: &str, file: &str, message: String) -> BuildError {

@@ -4,7 +4,9 @@
 //! `helm template --dependency-update`, which fetches them on every render).
 //!
 //! Here they are resolved once, when a release enters the verified cache ([`ChartDependencies`],
-//! the cache's [`Prepare`] step): as `build` vendors them ([`super::deps`]: the lock's versions
+//! the cache's [`Prepare`] step), for a chart whose `charts/` lacks a dependency by name (as
+//! helm's `CheckDependencies` decides; a vendored chart of another version is used as it is, so
+//! complete releases never reach the network): as `build` vendors them ([`super::deps`]: the lock's versions
 //! or the highest satisfying one; `https://` repositories checked against the index's digest,
 //! `oci://` against the manifest's; the `--helm-repo-mirror` rules; the content-addressed download
 //! cache, so a dependency pinned to a version the cache holds needs no network), written into the
@@ -18,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::deps::{DependencyOptions, vendor_chart};
+use super::deps::{DependencyOptions, missing_dependencies, vendor_chart};
 use crate::release::ReleaseId;
 use crate::source::cache::Prepare;
 
@@ -86,6 +88,11 @@ pub fn resolve_chart(dir: &Path, label: &str, opts: &DependencyOptions) -> Resul
             }
         }
     }
+    // As `helm template --dependency-update` (the Go operator's): nothing is fetched while every
+    // dependency has a chart of its name in `charts/`, whatever its version.
+    if missing_dependencies(&files, "", label).map_err(|e| e.to_string())?.is_empty() {
+        return Ok(0);
+    }
     let before: BTreeSet<String> = files.keys().cloned().collect();
     let fetched = vendor_chart(&mut files, "", dir, label, opts).map_err(|e| e.to_string())?;
     // A stale copy the resolver replaced (helm replaces `charts/` as a whole).
@@ -105,4 +112,64 @@ pub fn resolve_chart(dir: &Path, label: &str, opts: &DependencyOptions) -> Resul
         std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(fetched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart(name: &str, version: &str) -> Vec<u8> {
+        let files = BTreeMap::from([(
+            "Chart.yaml".to_string(),
+            format!("apiVersion: v2\nname: {name}\nversion: {version}\n").into_bytes(),
+        )]);
+        crate::package::build::tarball(&files, &format!("{name}/")).unwrap()
+    }
+
+    fn write(dir: &Path, rel: &str, bytes: &[u8]) {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn opts(root: &Path) -> DependencyOptions {
+        DependencyOptions { file_root: Some(root.to_path_buf()), https_only: true, ..Default::default() }
+    }
+
+    /// A chart of another version in `charts/` is used as it is (helm's `CheckDependencies` goes
+    /// by name): no network, nothing changed. The repository here could not be reached at all.
+    #[test]
+    fn a_present_chart_of_another_version_is_kept_without_asking_anyone() {
+        let release = tempfile::tempdir().unwrap();
+        let dir = release.path().join("cni");
+        let chart_yaml = "apiVersion: v2\nname: cni\nversion: 0.1.0\ndependencies:\n- name: a\n  version: 1.0.0\n  repository: https://127.0.0.1:9/x\n";
+        write(&dir, "Chart.yaml", chart_yaml.as_bytes());
+        write(&dir, "charts/a-0.9.0.tgz", &chart("a", "0.9.0"));
+        assert_eq!(resolve_chart(&dir, "cluster-addon/cni", &opts(release.path())).unwrap(), 0);
+        let names: Vec<_> = std::fs::read_dir(dir.join("charts")).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names, ["a-0.9.0.tgz"]);
+    }
+
+    /// `file://` dependencies resolve inside the release, never outside it.
+    #[test]
+    fn file_dependencies_stay_inside_the_release() {
+        let release = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        write(&release.path().join("common"), "Chart.yaml", b"apiVersion: v2\nname: common\nversion: 1.0.0\n");
+        write(&outside.path().join("secret"), "Chart.yaml", b"apiVersion: v2\nname: secret\nversion: 1.0.0\n");
+        let dir = release.path().join("cni");
+        let inside = "apiVersion: v2\nname: cni\nversion: 0.1.0\ndependencies:\n- name: common\n  version: 1.0.0\n  repository: file://../common\n";
+        write(&dir, "Chart.yaml", inside.as_bytes());
+        assert_eq!(resolve_chart(&dir, "cluster-addon/cni", &opts(release.path())).unwrap(), 1);
+        assert!(dir.join("charts/common-1.0.0.tgz").is_file());
+
+        let escape = format!(
+            "apiVersion: v2\nname: cni\nversion: 0.1.0\ndependencies:\n- name: secret\n  version: 1.0.0\n  repository: file://{}\n",
+            outside.path().join("secret").display()
+        );
+        write(&dir, "Chart.yaml", escape.as_bytes());
+        let err = resolve_chart(&dir, "cluster-addon/cni", &opts(release.path())).unwrap_err();
+        assert!(err.contains("cluster-addon/cni/Chart.yaml") && err.contains("outside the release"), "{err}");
+        assert!(!dir.join("charts/secret-1.0.0.tgz").exists());
+    }
 }

@@ -34,8 +34,8 @@ use super::{AssetInfo, ListedRelease, NoProgress, Progress, ReleaseSource, SHA25
 pub use entries::{CacheEntry, entries_under};
 pub(crate) use manifest::hash_file;
 pub use manifest::{CachedAsset, Manifest, Verification, VerifiedBy, load_manifest};
-pub use prepare::Prepare;
 use manifest::{MANIFEST_FORMAT, extracted_digest, write_manifest};
+pub use prepare::Prepare;
 use verify::{check_policy, fetch_asset};
 
 /// The manifest file of a cached release.
