@@ -202,24 +202,13 @@ fn clusterstack(args: &[&str], cache: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_clusterstack")).args(args).arg("--cache").arg(cache).output().unwrap()
 }
 
-fn render_addons(source: &str, tag: &str, cache: &Path, mirror: &str) -> BTreeMap<String, Json> {
+/// `render TAG --addons --cluster FILE -o json` with `source_args` (see [`World::source_args`]).
+fn render_addons(source_args: &[String], tag: &str, cache: &Path) -> BTreeMap<String, Json> {
     let cluster = cluster_file();
-    let out = clusterstack(
-        &[
-            "render",
-            tag,
-            "--source",
-            source,
-            "--helm-repo-mirror",
-            mirror,
-            "--addons",
-            "--cluster",
-            cluster.to_str().unwrap(),
-            "-o",
-            "json",
-        ],
-        cache,
-    );
+    let mut args = vec!["render", tag];
+    args.extend(source_args.iter().map(String::as_str));
+    args.extend(["--addons", "--cluster", cluster.to_str().unwrap(), "-o", "json"]);
+    let out = clusterstack(&args, cache);
     assert!(out.status.success(), "render {tag}: {}", String::from_utf8_lossy(&out.stderr));
     let list: Json = serde_json::from_slice(&out.stdout).unwrap();
     by_key(list["items"].as_array().unwrap().iter().cloned())
@@ -245,6 +234,8 @@ struct World {
     charts: Option<Registry>,
     repo: HelmRepo,
     out: tempfile::TempDir,
+    /// The chart registry's `HOST:PORT`, plain http: the CLI's `--insecure-registry`.
+    charts_host: String,
 }
 
 fn world(test: &str) -> Option<World> {
@@ -259,12 +250,20 @@ fn world(test: &str) -> Option<World> {
         "/stable",
         &[("netpol", "1.2.0", dep_chart("netpol", "1.2.0")), ("netpol", "1.2.3", dep_chart("netpol", "1.2.3"))],
     );
-    Some(World { helm_bin, releases, charts: Some(charts), repo, out: tempfile::tempdir().unwrap() })
+    let charts_host = charts.host();
+    Some(World { helm_bin, releases, charts: Some(charts), repo, out: tempfile::tempdir().unwrap(), charts_host })
 }
 
 impl World {
     fn mirror(&self) -> String {
         format!("{PUBLIC_REPO}={}", self.repo.url("/stable"))
+    }
+
+    /// `--source`, the mirror rule and the chart registry (plain http) for `pull` and `render`.
+    fn source_args(&self) -> Vec<String> {
+        ["--source", &self.source(), "--helm-repo-mirror", &self.mirror(), "--insecure-registry", &self.charts_host]
+            .map(String::from)
+            .to_vec()
     }
 
     fn source(&self) -> String {
@@ -333,8 +332,10 @@ async fn a_release_pushed_by_the_stack_script_is_listed_pulled_resolved_and_rend
 
     // Pulled (by the name the script printed), its dependencies resolved into the cache.
     let cache = tempfile::tempdir().unwrap();
-    let pulled =
-        clusterstack(&["pull", dot_tag, "--source", &w.source(), "--helm-repo-mirror", &w.mirror()], cache.path());
+    let pulled = clusterstack(
+        &[&["pull", dot_tag][..], &w.source_args().iter().map(String::as_str).collect::<Vec<_>>()].concat(),
+        cache.path(),
+    );
     assert!(pulled.status.success(), "{}", String::from_utf8_lossy(&pulled.stderr));
     let stdout = String::from_utf8_lossy(&pulled.stdout).into_owned();
     let dir = PathBuf::from(stdout.lines().find_map(|l| l.strip_prefix("directory ")).unwrap().trim());
@@ -343,7 +344,7 @@ async fn a_release_pushed_by_the_stack_script_is_listed_pulled_resolved_and_rend
 
     // Rendered as helm renders each addon after `helm dependency build`.
     let expected = helm_expected(&w.helm_bin, &release, &w.repo, w.out.path());
-    assert_same("render --addons", &render_addons(&w.source(), tag, cache.path(), &w.mirror()), &expected);
+    assert_same("render --addons", &render_addons(&w.source_args(), tag, cache.path()), &expected);
 
     // The operator's own path: the cache with its dependency step, then the addon render.
     let operator_cache = clusterstack::source::cache::ReleaseCache::new(cache.path().join("operator"))
@@ -352,6 +353,7 @@ async fn a_release_pushed_by_the_stack_script_is_listed_pulled_resolved_and_rend
             clusterstack::package::deps::DependencyOptions {
                 cache_dir: Some(cache.path().join("operator-charts")),
                 mirrors: vec![clusterstack::package::deps::parse_mirror(&w.mirror()).unwrap()],
+                insecure_registries: vec![w.charts_host.clone()],
                 ..Default::default()
             },
         )));
@@ -378,7 +380,8 @@ async fn a_release_pushed_by_the_stack_script_is_listed_pulled_resolved_and_rend
 
     // The class renders from the `helm package`d archive as the Go operator renders it.
     let class = clusterstack(
-        &["render", tag, "--source", &w.source(), "--helm-repo-mirror", &w.mirror(), "-o", "json"],
+        &[&["render", tag][..], &w.source_args().iter().map(String::as_str).collect::<Vec<_>>(), &["-o", "json"]]
+            .concat(),
         cache.path(),
     );
     assert!(class.status.success(), "{}", String::from_utf8_lossy(&class.stderr));
@@ -394,7 +397,10 @@ async fn dependencies_come_from_the_cache_offline_and_a_missing_one_fails_the_pu
     let first = w.publish(1_712_000_000, "1.2.3");
     let cache = tempfile::tempdir().unwrap();
     let pull = |tag: &str, w: &World| {
-        clusterstack(&["pull", tag, "--source", &w.source(), "--helm-repo-mirror", &w.mirror()], cache.path())
+        clusterstack(
+            &[&["pull", tag][..], &w.source_args().iter().map(String::as_str).collect::<Vec<_>>()].concat(),
+            cache.path(),
+        )
     };
     let out = pull("docker-scs-1-34-v0-ttl.1712000000", &w);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -411,7 +417,7 @@ async fn dependencies_come_from_the_cache_offline_and_a_missing_one_fails_the_pu
     // The pinned `netpol` 1.2.3 came from the cache without asking; the range `~3.12.0` fell back
     // to the highest cached version that satisfies it.
     assert_eq!(w.repo.asked().len(), asked, "{:?}", &w.repo.asked()[asked..]);
-    let ours = render_addons(&w.source(), "docker-scs-1-34-v0-ttl-1712999999", cache.path(), &w.mirror());
+    let ours = render_addons(&w.source_args(), "docker-scs-1-34-v0-ttl-1712999999", cache.path());
     assert_same("offline", &ours, &expected);
 
     // A dependency nobody has: the pull fails naming the chart, the dependency and its
@@ -475,6 +481,7 @@ async fn the_operator_takes_the_newest_ttl_build_and_names_a_missing_dependency_
     let cache = tempfile::tempdir().unwrap();
     let mut s = settings(SourceSpec::dir(w.out.path().to_path_buf()), cache.path());
     s.chart_dependencies.mirrors = vec![(PUBLIC_REPO.to_string(), w.repo.url("/stable"))];
+    s.chart_dependencies.insecure_registries = vec![w.charts_host.clone()];
     let op = Operator::start(&server, s);
     server.put_object(serde_json::json!({
         "apiVersion": "clusterstack.x-k8s.io/v1alpha1", "kind": "ClusterStack",

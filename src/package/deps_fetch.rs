@@ -219,7 +219,19 @@ async fn fetch_oci(
     let repository = if path.is_empty() { want.name.clone() } else { format!("{path}/{}", want.name) };
     let base = match opts.registry.endpoints.get(host).or(opts.registry.override_url.as_ref()) {
         Some(url) => url.trim_end_matches('/').to_string(),
-        None => crate::source::oci::registry_base_url(host, &opts.insecure_registries),
+        None => {
+            // A release names this registry: plain http (which a loopback host gets) only when
+            // the operator's own settings name the host.
+            if opts.https_only
+                && crate::source::oci::is_loopback(host)
+                && !opts.insecure_registries.iter().any(|h| h == host)
+            {
+                return Err(format!(
+                    "a plain http:// registry ({host}): name it in CLUSTERSTACK_INSECURE_REGISTRIES (--insecure-registry)"
+                ));
+            }
+            crate::source::oci::registry_base_url(host, &opts.insecure_registries)
+        }
     };
     let client = Arc::new(RegistryClient::new(opts.registry.clone())?);
     let what = format!("oci://{host}/{repository}");
@@ -394,6 +406,24 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A release's loopback registry or plain http:// repository is not reached unless the
+    /// operator's settings name it (a mirror rule, an insecure registry).
+    #[test]
+    fn a_release_reaches_plain_http_only_through_the_operators_settings() {
+        let opts = DependencyOptions { https_only: true, ..Default::default() };
+        let any = Constraints::parse("*").unwrap();
+        let want =
+            |repository: &str| Wanted { name: "x".into(), version: "1.0.0".into(), repository: repository.into() };
+        let mut fetcher = Fetcher::new(&opts).unwrap();
+        let err = fetcher.fetch(&want("oci://127.0.0.1:1/charts"), &any).unwrap_err();
+        assert!(
+            err.contains("plain http:// registry (127.0.0.1:1)") && err.contains("CLUSTERSTACK_INSECURE_REGISTRIES"),
+            "{err}"
+        );
+        let err = fetcher.fetch(&want("http://127.0.0.1:1/charts"), &any).unwrap_err();
+        assert!(err.contains("plain http:// repository"), "{err}");
+    }
 
     #[test]
     fn the_cache_returns_only_what_matches_its_digest() {

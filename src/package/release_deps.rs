@@ -14,8 +14,9 @@
 //! complete chart and never reaches the network. A dependency that cannot be resolved fails the
 //! fetch with its chart, name and repository: the release is not cached, so nothing of it renders.
 //!
-//! A release is not the operator's: its `file://` dependencies must stay inside the release, and a
-//! plain `http://` repository is refused unless a mirror rule (the operator's own) points there.
+//! A release is not the operator's: its `file://` dependencies must stay inside the release, a
+//! plain `http://` repository is refused unless a mirror rule (the operator's own) points there,
+//! and a loopback registry unless the operator's insecure-registry setting names it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
