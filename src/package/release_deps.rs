@@ -6,11 +6,12 @@
 //! Here they are resolved once, when a release enters the verified cache ([`ChartDependencies`],
 //! the cache's [`Prepare`] step), for a chart whose `charts/` lacks a dependency by name (as
 //! helm's `CheckDependencies` decides; a vendored chart of another version is used as it is, so
-//! complete releases never reach the network): as `build` vendors them ([`super::deps`]: the lock's versions
-//! or the highest satisfying one; `https://` repositories checked against the index's digest,
-//! `oci://` against the manifest's; the `--helm-repo-mirror` rules; the content-addressed download
-//! cache, so a dependency pinned to a version the cache holds needs no network), written into the
-//! chart's `charts/` before the manifest records every extracted file. The renderer then reads a
+//! complete releases never reach the network): as `build` vendors them ([`super::deps`]: the
+//! lock's versions or the highest satisfying one; `https://` repositories checked against the
+//! index's digest, `oci://` against the manifest's; the `--helm-repo-mirror` rules; the
+//! content-addressed download cache, so a dependency pinned to a version the cache holds needs
+//! no network), written into the chart's `charts/` before the manifest records every extracted
+//! file. The renderer then reads a
 //! complete chart and never reaches the network. A dependency that cannot be resolved fails the
 //! fetch with its chart, name and repository: the release is not cached, so nothing of it renders.
 //!
