@@ -50,6 +50,11 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.gate.deadline = args.node_image_deadline;
     settings.addon_wait_deadline = args.addon_wait_deadline;
     settings.max_objects_per_release = args.max_objects_per_release as usize;
+    settings.chart_dependencies.mirrors = args.helm_repo_mirror.clone();
+    settings.chart_dependencies.registry.endpoints = args.registry_endpoints.clone().unwrap_or_default();
+    let insecure = std::env::var(crate::source::oci::ENV_INSECURE_REGISTRIES).unwrap_or_default();
+    settings.chart_dependencies.insecure_registries =
+        insecure.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
     Ok(settings)
 }
 

@@ -125,7 +125,8 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     let github = GitHubClient::new(args.source.github_config()?).map_err(SourceCliError::from)?;
     let cache = if args.render {
         Some(
-            ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
+            args.source
+                .release_cache(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
                 .map_err(SourceCliError::from)?,
         )
     } else {

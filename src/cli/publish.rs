@@ -34,6 +34,12 @@ pub struct PublishArgs {
     /// `REPOSITORY/<chart name>`, tagged with the chart version (default of `--tag`).
     #[arg(long)]
     pub chart: bool,
+    /// The artifact's form: `clusterstack` (the default: `application/vnd.clusterstack.release`,
+    /// as Sovereign Cloud Stack's stack repository pushes releases with oras), `csctl`
+    /// (`application/vnd.scs.cluster-stacks.v1` with csctl's media type per file), or another
+    /// artifact type. The operator reads each.
+    #[arg(long, default_value = "clusterstack", value_parser = oci::ArtifactForm::parse)]
+    pub artifact_type: oci::ArtifactForm,
 }
 
 pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
@@ -60,7 +66,17 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
     let base = oci::registry_base_url(host, &options.insecure);
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(NoProgress) };
-    let digest = oci::publish(&client, host, repository, &base, &tag, &args.release_dir, progress.as_ref()).await?;
+    let digest = oci::publish_as(
+        &client,
+        host,
+        repository,
+        &base,
+        &tag,
+        &args.release_dir,
+        progress.as_ref(),
+        &args.artifact_type,
+    )
+    .await?;
     println!("{spec}:{tag}@{digest}");
     Ok(())
 }

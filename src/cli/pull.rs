@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::source::{FetchPolicy, Progress, ReleaseCache, ReleaseSource};
+use crate::source::{FetchPolicy, Progress, ReleaseSource};
 
 use super::source_args::{SourceArgs, SourceCliError};
 
@@ -35,7 +35,7 @@ pub fn default_cache_dir() -> PathBuf {
 pub async fn run(args: PullArgs) -> Result<(), SourceCliError> {
     let source = args.source.open()?;
     let listing = source.list().await?;
-    let release = listing.releases.iter().find(|r| r.tag == args.tag).ok_or_else(|| {
+    let release = listing.find(&args.tag).ok_or_else(|| {
         let hint = if listing.skipped.contains(&args.tag) {
             "the tag is there but is not a cluster-stack release".to_string()
         } else {
@@ -43,7 +43,7 @@ pub async fn run(args: PullArgs) -> Result<(), SourceCliError> {
         };
         SourceCliError::NotFound { tag: args.tag.clone(), source_name: source.name(), hint }
     })?;
-    let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(default_cache_dir))?;
+    let cache = args.source.release_cache(args.cache.clone().unwrap_or_else(default_cache_dir))?;
     let policy = FetchPolicy { require_verified: args.require_verified };
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(LineProgress) };

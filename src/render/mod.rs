@@ -95,6 +95,10 @@ pub struct RenderContext {
     pub limits: RenderLimits,
     /// Platform-team values per addon name, merged last (over `values.yaml` and `overwrite.yaml`).
     pub addon_values: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The release's `cluster-addon-values.yaml` (the older layout: one addon chart, no
+    /// `clusteraddon.yaml`): the values template of every addon chart without an `overwrite.yaml`
+    /// of its own, as the Go operator renders it.
+    pub release_values: Option<PathBuf>,
     /// Keep documents of a Helm chart that helm prints but no API server accepts in
     /// [`RenderedChart::unaccepted`] (for `clusterstack render`, which prints them as helm does)
     /// instead of failing on them (what applying needs).
@@ -112,6 +116,7 @@ impl RenderContext {
             kube_version: None,
             limits: RenderLimits::default(),
             addon_values: Default::default(),
+            release_values: None,
             keep_unaccepted: false,
         }
     }
@@ -137,6 +142,12 @@ impl RenderContext {
     /// The same context with platform-team values per addon.
     pub fn with_addon_values(mut self, values: std::collections::BTreeMap<String, serde_json::Value>) -> Self {
         self.addon_values = values;
+        self
+    }
+
+    /// The same context with the release's `cluster-addon-values.yaml` (see `release_values`).
+    pub fn with_release_values(mut self, file: Option<PathBuf>) -> Self {
+        self.release_values = file;
         self
     }
 
@@ -378,10 +389,17 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
         ..gotmpl::ExecLimits::default()
     };
     if let Some(cluster) = &ctx.cluster {
-        let overwrite =
-            [chart_dir.join(OVERWRITE_FILE), chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)]
-                .into_iter()
-                .find(|p| p.is_file());
+        // The chart's own `overwrite.yaml`; else the release's `cluster-addon-values.yaml` (the
+        // older layout: a release asset, beside the addon bundle, not in it); else, for a stack
+        // source rendered in place, the `cluster-addon-values.yaml` beside its `cluster-addon/`.
+        let overwrite = [
+            Some(chart_dir.join(OVERWRITE_FILE)),
+            ctx.release_values.clone(),
+            Some(chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file());
         if let Some(file) = overwrite {
             opts.values =
                 render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
@@ -484,11 +502,14 @@ fn read_documents(docs: &[(String, String)]) -> Vec<Result<serde_json::Value, St
     })
 }
 
-/// Renders the ecosystem's addon values file (`overwrite.yaml`,
-/// `cluster-addon-values.yaml`): YAML whose `values` key is a Go template
-/// (with Sprig) over `.Cluster`, `.ControlPlane` and `.InfraCluster`, the
-/// full objects, producing the values for the addon chart, as the Go
-/// operator does.
+/// Renders the ecosystem's addon values file (`overwrite.yaml`, `cluster-addon-values.yaml`)
+/// for a workload cluster as the Go operator does: the whole file is a Go template (with Sprig)
+/// over `.Cluster`, `.ControlPlane` and `.InfraCluster`, the full objects; its output is read as
+/// YAML, and the text of its `values` key (`values: |`) is the values for the addon chart, read
+/// as helm reads a `-f` file. An output without a `values` key is the values itself (the Go
+/// operator's fallback); an empty one is no values. Unlike the Go operator, a `values` key that
+/// holds anything but text is an error (Go would pass the whole file on, so the chart would see
+/// its values under a key `values` and silently lose them).
 pub fn render_values_template(
     file: &str,
     text: &str,
@@ -496,17 +517,9 @@ pub fn render_values_template(
     limits: &RenderLimits,
 ) -> Result<serde_json::Value, RenderError> {
     let bad = |message: String| RenderError::Bundle { file: file.to_string(), message };
-    let doc = helm_render::yaml_to_value(text).map_err(&bad)?.to_json();
-    let template = match doc.get("values") {
-        Some(serde_json::Value::String(t)) => t.clone(),
-        None | Some(serde_json::Value::Null) => return Ok(serde_json::Value::Object(Default::default())),
-        Some(_) => return Err(bad("the key values must hold a template as text (values: |)".into())),
-    };
     let funcs = helm_render::helm_func_map();
     let mut set = gotmpl::Templates::new();
-    // Lines of the template count from the line after `values:`.
-    let offset = text.lines().position(|l| l.starts_with("values:")).map(|i| i + 1).unwrap_or(0);
-    set.add(file, &template, &funcs).map_err(|e| values_template_error(file, offset, &e))?;
+    set.add(file, text, &funcs).map_err(|e| values_template_error(file, &e))?;
     let data = gotmpl::Value::map(std::collections::BTreeMap::from([
         ("Cluster".to_string(), gotmpl::Value::from_json(&cluster.cluster)),
         ("ControlPlane".to_string(), gotmpl::Value::from_json(&cluster.control_plane)),
@@ -520,13 +533,22 @@ pub fn render_values_template(
         },
         ..gotmpl::ExecOptions::default()
     };
-    let out = gotmpl::execute(&set, file, &data, &funcs, &opts).map_err(|e| values_template_error(file, offset, &e))?;
-    helm_render::values::parse_values(&out).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
+    let out = gotmpl::execute(&set, file, &data, &funcs, &opts).map_err(|e| values_template_error(file, &e))?;
+    let doc = helm_render::yaml_to_value(&out)
+        .map_err(|m| bad(format!("the rendered file is not valid YAML: {m}")))?
+        .to_json();
+    let values_text = match doc.get("values") {
+        Some(serde_json::Value::String(t)) => t.as_str(),
+        Some(serde_json::Value::Null) => return Ok(serde_json::Value::Object(Default::default())),
+        Some(_) => return Err(bad("the key values must hold the values as text (values: |)".into())),
+        None => out.as_str(),
+    };
+    helm_render::values::parse_values(values_text).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
 }
 
-fn values_template_error(file: &str, offset: usize, e: &gotmpl::TemplateError) -> RenderError {
+fn values_template_error(file: &str, e: &gotmpl::TemplateError) -> RenderError {
     let (_, line, detail) = e.innermost();
-    RenderError::Template { file: file.to_string(), line: line + offset, message: detail.to_string() }
+    RenderError::Template { file: file.to_string(), line, message: detail.to_string() }
 }
 
 /// The Cluster's `spec.topology.variables` as a map from name to value (templates see it as

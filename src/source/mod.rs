@@ -54,7 +54,8 @@ pub enum AssetLocator {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedRelease {
     pub id: ReleaseId,
-    /// The tag exactly as the source spells it.
+    /// The tag, in the tag (dash) form (`id.tag()`): a source that spells it in the class (dot)
+    /// form, as the stack repository's build script tags non-stable releases, is listed under it.
     pub tag: String,
     /// Marked as a pre-release on GitHub.
     pub prerelease: bool,
@@ -124,6 +125,14 @@ pub struct Listing {
     pub releases: Vec<ListedRelease>,
     /// Tags that are not cluster-stack releases (skipped, never fatal).
     pub skipped: Vec<String>,
+}
+
+impl Listing {
+    /// The release a user names, in the tag (dash) or the class (dot) form.
+    pub fn find(&self, name: &str) -> Option<&ListedRelease> {
+        let id = ReleaseId::parse_any(name).ok();
+        self.releases.iter().find(|r| r.tag == name || id.as_ref() == Some(&r.id))
+    }
 }
 
 /// A downloaded asset: where it is, its size and sha256 (lowercase hex).

@@ -80,7 +80,16 @@ pub async fn render_release(
         return Ok(RenderedRelease { charts: Vec::new(), config: None });
     };
     let config_path = release.asset_path(stages::CLUSTER_ADDON_FILE).filter(|p| p.exists());
-    let mut ctx = RenderContext::new(class, namespace).with_cluster(objects).with_addon_values(values);
+    // The older layout (no `clusteraddon.yaml`): the release's `cluster-addon-values.yaml` is the
+    // values template of its one addon chart, as the Go operator reads it.
+    let release_values = match &config_path {
+        Some(_) => None,
+        None => release.asset_path(crate::render::CLUSTER_ADDON_VALUES_FILE).filter(|p| p.is_file()),
+    };
+    let mut ctx = RenderContext::new(class, namespace)
+        .with_cluster(objects)
+        .with_addon_values(values)
+        .with_release_values(release_values);
     // Helm addon charts see the release's Kubernetes version, as `--kube-version` gives it.
     if let Ok(metadata) = release.metadata() {
         ctx = ctx.with_kube_version(metadata.versions.kubernetes.to_string());

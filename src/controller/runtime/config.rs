@@ -139,6 +139,13 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_MAX_OBJECTS_PER_RELEASE", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_objects_per_release: u32,
 
+    /// Fetch the Helm repository (or OCI registry path) ORIGINAL from MIRROR instead, as
+    /// `ORIGINAL=MIRROR` (repeatable; the first matching rule wins), when resolving the
+    /// dependencies of charts a release ships without their `charts/`. A release's plain
+    /// `http://` repositories are refused unless a rule rewrites them.
+    #[arg(long = "helm-repo-mirror", env = "CLUSTERSTACK_HELM_REPO_MIRRORS", value_delimiter = ',', value_parser = crate::package::deps::parse_mirror)]
+    pub helm_repo_mirror: Vec<(String, String)>,
+
     /// Render workers running at once.
     #[arg(long, env = "CLUSTERSTACK_RENDER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub render_workers: u16,

@@ -19,6 +19,7 @@
 
 mod entries;
 mod manifest;
+mod prepare;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -34,6 +35,7 @@ pub use entries::{CacheEntry, entries_under};
 pub(crate) use manifest::hash_file;
 pub use manifest::{CachedAsset, Manifest, Verification, VerifiedBy, load_manifest};
 use manifest::{MANIFEST_FORMAT, extracted_digest, write_manifest};
+pub use prepare::Prepare;
 use verify::{check_policy, fetch_asset};
 
 /// The manifest file of a cached release.
@@ -132,6 +134,9 @@ pub enum CacheError {
     Archive(#[from] ArchiveError),
     #[error("release {release}: the cluster-class tarball {asset} holds no chart (expected {expected}/Chart.yaml)")]
     NoChart { release: String, asset: String, expected: String },
+    /// [`Prepare`] failed (e.g. a chart dependency that cannot be resolved).
+    #[error("release {release}: {message}")]
+    Prepare { release: String, message: String },
     #[error("cached release {dir} is not intact: {message}")]
     Corrupt { dir: PathBuf, message: String },
     #[error("{context}: {path}")]
@@ -163,6 +168,8 @@ pub struct ReleaseCache {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Releases verified since this cache was opened.
     checked: Mutex<HashSet<String>>,
+    /// Work on each release before it is cached.
+    prepare: Option<Arc<dyn Prepare>>,
 }
 
 impl ReleaseCache {
@@ -184,7 +191,13 @@ impl ReleaseCache {
             std::fs::remove_dir_all(&tmp).map_err(|e| CacheError::io("cannot clean", &tmp, e))?;
         }
         std::fs::create_dir_all(&tmp).map_err(|e| CacheError::io("cannot create", &tmp, e))?;
-        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default() })
+        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default(), prepare: None })
+    }
+
+    /// The same cache, running `prepare` on each release it downloads.
+    pub fn with_prepare(mut self, prepare: Arc<dyn Prepare>) -> Self {
+        self.prepare = Some(prepare);
+        self
     }
 
     /// The cache directory.
@@ -457,6 +470,7 @@ impl ReleaseCache {
         let addon_name = addon_asset.map(|a| a.name.clone());
         let chart_rel = format!("{CLUSTER_CLASS_DIR}/{prefix}-cluster-class");
         let release_tag = tag.clone();
+        let (prepare, id) = (self.prepare.clone(), release.id.clone());
         let manifest = tokio::task::spawn_blocking(move || -> Result<Manifest, CacheError> {
             archive::extract_tgz(&staging_path.join(&class_name), &staging_path.join(CLUSTER_CLASS_DIR), &limits)?;
             if let Some(addon) = &addon_name {
@@ -472,6 +486,12 @@ impl ReleaseCache {
             } else {
                 return Err(CacheError::NoChart { release: release_tag, asset: class_name, expected: chart_rel });
             };
+            if let Some(prepare) = &prepare {
+                let addons = addon_name.as_ref().map(|_| staging_path.join(CLUSTER_ADDON_DIR));
+                prepare
+                    .prepare(&id, &staging_path, &staging_path.join(&chart_rel), addons.as_deref())
+                    .map_err(|message| CacheError::Prepare { release: release_tag.clone(), message })?;
+            }
             let manifest = Manifest {
                 format: MANIFEST_FORMAT,
                 source: source_name,
