@@ -32,6 +32,8 @@ pub struct RenderArgs {
     pub args: Vec<String>,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub verify: super::verify_args::VerifyArgs,
     /// The cache directory for releases fetched by tag. Default:
     /// $XDG_CACHE_HOME/clusterstack, else ~/.cache/clusterstack.
     #[arg(long, env = "CLUSTERSTACK_CACHE")]
@@ -356,7 +358,11 @@ pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
         })?;
     let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
         .map_err(SourceCliError::from)?;
-    let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;
+    let signature = args.verify.policy(None)?;
+    let fetched = cache
+        .fetch_signed(&source, release, FetchPolicy::default(), signature.as_ref(), &crate::source::NoProgress)
+        .await
+        .map_err(SourceCliError::from)?;
     Ok(Charts {
         id: fetched.id.clone(),
         cluster_class: fetched.cluster_class_chart_dir(),

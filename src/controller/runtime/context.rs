@@ -68,6 +68,9 @@ pub struct Settings {
     /// Where ClusterStacks' directory sources may point (`--allowed-directory-roots`); none by
     /// default. The default source is the operator's own setting and is not confined.
     pub directory_roots: DirectoryRoots,
+    /// The signature policy of ClusterStacks without `spec.verify` (`--verify-policy`); none by
+    /// default: releases are checked by digest only.
+    pub verify_policy: Option<crate::api::VerifySpec>,
 }
 
 impl Settings {
@@ -89,6 +92,7 @@ impl Settings {
             addon_wait_deadline: DEFAULT_ADDON_WAIT_DEADLINE,
             max_objects_per_release: DEFAULT_MAX_OBJECTS_PER_RELEASE,
             directory_roots: DirectoryRoots::default(),
+            verify_policy: None,
         }
     }
 }
