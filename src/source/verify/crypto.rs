@@ -191,7 +191,7 @@ mod tests {
         let digest = ring::digest::digest(&ring::digest::SHA256, message);
         let by_message = key.sign(message).unwrap();
         let by_digest =
-            key.sign_digest(&sigstore_verify::types::Sha256Hash::try_from_slice(digest.as_ref()).unwrap()).unwrap();
+            key.sign_digest(&sigstore_verify::types::Sha256Hash::try_from(digest.as_ref()).unwrap()).unwrap();
         for sig in [&by_message, &by_digest] {
             PROVIDER.verify_raw(SigningScheme::EcdsaP256Sha256, &public, message, sig.as_bytes()).unwrap();
             PROVIDER

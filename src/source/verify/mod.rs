@@ -181,6 +181,15 @@ impl Trust {
         let verifier = Verifier::new(root.root())
             .map_err(|e| Failure::new(FailureReason::UnknownRoot, format!("trusted root {}: {e}", root.name())))?;
         match &self.signer {
+            Signer::Key { key, require_tlog: false } if is_bare(bundle) => {
+                verify_bare(key, bundle, digest, bytes)?;
+                Ok(Verified { signer: "key".into(), root: "none (managed key, no transparency log)".into() })
+            }
+            Signer::Key { require_tlog: true, .. } if is_bare(bundle) => Err(Failure::new(
+                FailureReason::BadProof,
+                "the bundle has no transparency-log entry nor timestamp, and the policy requires one \
+                 (ignoreTransparencyLog: true accepts an air-gapped key's bare signature)",
+            )),
             Signer::Key { key, require_tlog } => {
                 let mut policy = PublicKeyVerificationPolicy::new(key.clone());
                 if !require_tlog {
@@ -250,6 +259,33 @@ fn precheck_subject(bundle: &Bundle, digest: &Sha256Hash) -> Result<(), Failure>
         }
         _ => Ok(()),
     }
+}
+
+/// A managed-key bundle with nothing but its signature: no log entry, no timestamp (what an
+/// air-gapped `publish --sign --key` writes). `sigstore-verify` requires a verified time for every
+/// bundle; with a managed key and the log waived there is no time to verify, so the signature is
+/// all there is, and checked here with `sigstore-crypto`'s key.
+fn is_bare(bundle: &Bundle) -> bool {
+    let material = &bundle.verification_material;
+    matches!(material.content, sigstore_verify::types::bundle::VerificationMaterialContent::PublicKey(_))
+        && material.tlog_entries.is_empty()
+        && material.timestamp_verification_data.rfc3161_timestamps.is_empty()
+}
+
+fn verify_bare(key: &DerPublicKey, bundle: &Bundle, digest: &Sha256Hash, bytes: Option<&[u8]>) -> Result<(), Failure> {
+    let SignatureContent::MessageSignature(sig) = &bundle.content else {
+        return Err(Failure::new(
+            FailureReason::MalformedBundle,
+            "a bundle without log entry or timestamp must hold a message signature",
+        ));
+    };
+    let key = sigstore_verify::crypto::VerificationKey::from_spki(key)
+        .map_err(|e| Failure::new(FailureReason::WrongIdentity, format!("the policy's key: {e}")))?;
+    let result = match bytes {
+        Some(bytes) => key.verify(bytes, &sig.signature),
+        None => key.verify_prehashed(digest.as_bytes(), &sig.signature),
+    };
+    result.map_err(|e| Failure::new(FailureReason::WrongIdentity, format!("not signed by the policy's key ({e})")))
 }
 
 /// Which failure tells most when roots disagree.
