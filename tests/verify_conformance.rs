@@ -123,3 +123,51 @@ fn every_conformance_case_gives_its_expected_result() {
     assert_eq!(runs, 140);
     assert!(wrong.is_empty(), "{} of {runs} runs gave the wrong result:\n{}", wrong.len(), wrong.join("\n"));
 }
+
+/// The identity rules of a policy (repository, workflow, ref pattern) on a real GitHub Actions
+/// certificate: the suite's `happy-path-v0.3` bundle, signed by the workflow
+/// `sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml`
+/// on `refs/heads/main`, proved against the built-in public-good root (the policy's default roots
+/// are public-good and GitHub's instance).
+#[test]
+fn a_policy_names_the_repository_workflow_and_ref_that_signed() {
+    use clusterstack::api::{VerifyIdentity, VerifySpec};
+    use clusterstack::source::verify::FailureReason;
+    use clusterstack::source::verify::policy::{ReleasePolicy, Resolved};
+    let Some(suite) = require_suite() else { return };
+    let case = suite.join("test/assets/bundle-verify/happy-path-v0.3");
+    let bundle = std::fs::read(case.join("bundle.sigstore.json")).unwrap();
+    let artifact = std::fs::read(suite.join("test/assets/bundle-verify/a.txt")).unwrap();
+    let digest = clusterstack::source::verify::sha256_of(&artifact);
+    let check = |identity: VerifyIdentity| {
+        let spec = VerifySpec { identity: Some(identity), ..Default::default() };
+        let policy = ReleasePolicy::new(&spec, &Resolved::default()).expect("a policy");
+        policy.trust.verify(&bundle, &digest)
+    };
+    let repo = "sigstore-conformance/extremely-dangerous-public-oidc-beacon";
+    let right = VerifyIdentity {
+        repository: Some(repo.into()),
+        workflow: Some(".github/workflows/extremely-dangerous-oidc-beacon.yml".into()),
+        ref_pattern: Some("refs/heads/*".into()),
+        ..Default::default()
+    };
+    let verified = check(right.clone()).expect("the right identity verifies");
+    assert!(verified.signer.ends_with("extremely-dangerous-oidc-beacon.yml@refs/heads/main"), "{verified:?}");
+    assert_eq!(verified.root, "public-good");
+    let wrong = [
+        VerifyIdentity { repository: Some("sigstore-conformance/other".into()), ..right.clone() },
+        VerifyIdentity { workflow: Some(".github/workflows/release.yml".into()), ..right.clone() },
+        VerifyIdentity { ref_pattern: Some("refs/tags/v*".into()), ..right.clone() },
+        VerifyIdentity { issuer: Some("https://accounts.google.com".into()), ..right.clone() },
+        VerifyIdentity { subject: Some("someone@example.com".into()), repository: None, ..Default::default() },
+    ];
+    for identity in wrong {
+        let failure = check(identity.clone()).expect_err("another identity is refused");
+        assert_eq!(failure.reason, FailureReason::WrongIdentity, "{identity:?}: {failure}");
+    }
+    // Another artifact under the right identity: the signature does not cover it.
+    let other = clusterstack::source::verify::sha256_of(b"another artifact");
+    let spec = VerifySpec { identity: Some(right), ..Default::default() };
+    let policy = ReleasePolicy::new(&spec, &Resolved::default()).unwrap();
+    assert_eq!(policy.trust.verify(&bundle, &other).unwrap_err().reason, FailureReason::ArtifactMismatch);
+}

@@ -26,7 +26,7 @@ pub use cluster_stack_rollout::{
 };
 pub use common::{Condition, ObjectRef, ResourceStatus, SyncStatus};
 pub use crds::{all_crds, crd_file_name, crd_yaml, crds_yaml};
-pub use verify::{KeySource, TrustedRootSource, VerifyIdentity, VerifyKind, VerifySpec};
+pub use verify::{KeyRef, KeySource, TrustedRootSource, VerifyIdentity, VerifyKind, VerifySpec};
 
 /// The API group of every resource here.
 pub const GROUP: &str = "clusterstack.x-k8s.io";

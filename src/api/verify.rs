@@ -4,8 +4,6 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cluster_stack::SecretKeyRef;
-
 /// Which signatures a release must carry.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -75,10 +73,12 @@ pub struct VerifyIdentity {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.configMapRef) != has(self.secretRef)").message("set exactly one of configMapRef or secretRef"))]
 pub struct KeySource {
+    /// A ConfigMap key holding the document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_map_ref: Option<SecretKeyRef>,
+    pub config_map_ref: Option<KeyRef>,
+    /// A Secret key holding the document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<SecretKeyRef>,
+    pub secret_ref: Option<KeyRef>,
 }
 
 /// A trusted root: built in, or a `trusted_root.json` in a ConfigMap or Secret.
@@ -92,8 +92,20 @@ pub struct TrustedRootSource {
     pub built_in: Option<String>,
     /// A ConfigMap key holding a `trusted_root.json` (key default `trusted_root.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_map_ref: Option<SecretKeyRef>,
+    pub config_map_ref: Option<KeyRef>,
     /// A Secret key holding a `trusted_root.json` (key default `trusted_root.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<SecretKeyRef>,
+    pub secret_ref: Option<KeyRef>,
+}
+
+/// A key of a ConfigMap or Secret in the ClusterStack's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRef {
+    /// Name of the ConfigMap or Secret.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Key within it. Default: `cosign.pub` for a public key, `trusted_root.json` for a root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 
 use super::context::Context;
-use crate::api::{ClusterStack, KeySource, SecretKeyRef, VerifySpec};
+use crate::api::{ClusterStack, KeyRef, KeySource, VerifySpec};
 use crate::source::verify::policy::{ReleasePolicy, Resolved};
 use crate::source::verify::{Failure, FailureReason};
 
@@ -55,7 +55,7 @@ impl Context {
     /// The text under a ConfigMap's or Secret's key.
     async fn read(&self, source: &KeySource, namespace: &str, default_key: &str) -> Result<String, String> {
         let what = describe(source, namespace, default_key);
-        let key = |r: &SecretKeyRef| r.key.clone().unwrap_or_else(|| default_key.to_string());
+        let key = |r: &KeyRef| r.key.clone().unwrap_or_else(|| default_key.to_string());
         let text = if let Some(r) = &source.config_map_ref {
             let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
             let found = api.get_opt(&r.name).await.map_err(|e| format!("cannot read {what}: {e}"))?;
@@ -72,7 +72,7 @@ impl Context {
 }
 
 fn describe(source: &KeySource, namespace: &str, default_key: &str) -> String {
-    let key = |r: &SecretKeyRef| r.key.clone().unwrap_or_else(|| default_key.to_string());
+    let key = |r: &KeyRef| r.key.clone().unwrap_or_else(|| default_key.to_string());
     match (&source.config_map_ref, &source.secret_ref) {
         (Some(r), _) => format!("ConfigMap {namespace}/{} key {}", r.name, key(r)),
         (_, Some(r)) => format!("Secret {namespace}/{} key {}", r.name, key(r)),

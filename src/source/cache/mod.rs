@@ -19,6 +19,7 @@
 
 mod entries;
 mod manifest;
+mod staging;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,6 +36,7 @@ pub use entries::{CacheEntry, entries_under};
 pub(crate) use manifest::hash_file;
 pub use manifest::{CachedAsset, Manifest, SignatureRecord, Verification, VerifiedBy, load_manifest};
 use manifest::{MANIFEST_FORMAT, extracted_digest, write_manifest};
+use staging::{Staging, only_chart_dir};
 use verify::{check_policy, check_signatures, fetch_asset};
 
 /// The manifest file of a cached release.
@@ -590,46 +592,6 @@ fn check_component(what: &'static str, name: &str) -> Result<(), CacheError> {
         && name != CLUSTER_CLASS_DIR
         && name != CLUSTER_ADDON_DIR;
     if ok { Ok(()) } else { Err(CacheError::BadName { what, name: name.to_string() }) }
-}
-
-/// A staging directory removed on drop unless disarmed, so a failed fetch
-/// leaves nothing behind (a crash leaves it in `.tmp/`, cleaned at start).
-struct Staging {
-    path: PathBuf,
-    armed: bool,
-}
-
-impl Staging {
-    fn create(path: PathBuf) -> Result<Self, CacheError> {
-        std::fs::create_dir_all(&path).map_err(|e| CacheError::io("cannot create", &path, e))?;
-        Ok(Self { path, armed: true })
-    }
-
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-/// The name of the one subdirectory of `dir` that holds a `Chart.yaml`, if exactly one does.
-fn only_chart_dir(dir: &Path) -> Option<String> {
-    let mut found = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        if entry.path().join("Chart.yaml").is_file() {
-            if found.is_some() {
-                return None;
-            }
-            found = Some(entry.file_name().to_string_lossy().into_owned());
-        }
-    }
-    found
 }
 
 #[cfg(test)]
