@@ -88,6 +88,10 @@ pub struct ClusterStackSpec {
     /// Stop all changes for this stack: no polling, no release created or deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// Require signed releases: whose signatures, proved against which trusted root. Without it
+    /// (and without the operator's `--verify-policy`), releases are checked by digest only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<super::VerifySpec>,
 }
 
 fn default_true() -> bool {

@@ -56,6 +56,7 @@ pub async fn run(args: DiffArgs) -> Result<bool, CliError> {
     let render_args = RenderArgs {
         args: vec![args.release.clone()],
         source: args.source.clone(),
+        verify: Default::default(),
         cache: args.cache.clone(),
         tag: None,
         namespace: args.namespace.clone(),

@@ -19,6 +19,8 @@ pub mod pull;
 pub mod releases;
 mod render;
 pub mod source_args;
+pub mod verify_args;
+pub mod verify_bundle;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -66,6 +68,10 @@ pub enum Command {
     Pull(pull::PullArgs),
     /// Push a built release directory to an OCI registry as an ORAS-style artifact.
     Publish(publish::PublishArgs),
+    /// Verify a Sigstore bundle against an artifact, offline (the conformance suite's protocol).
+    VerifyBundle(verify_bundle::VerifyBundleArgs),
+    /// Generate a key pair for `publish --sign --key` (ECDSA P-256, PEM).
+    Keygen(publish::KeygenArgs),
     /// Show what applying a release would change in the cluster (dry-run server-side apply);
     /// exits 0 when nothing would change, 1 when something would, 2 on an error.
     Diff(diff::DiffArgs),
@@ -151,6 +157,8 @@ pub async fn run(cli: Cli) -> Result<bool, CliError> {
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),
         Command::Publish(args) => Ok(publish::run(args).await?),
+        Command::VerifyBundle(args) => Ok(verify_bundle::run(args)?),
+        Command::Keygen(args) => Ok(publish::keygen(args)?),
         Command::Operator(args) => Ok(operator::run(*args).await?),
     };
     result.map(|()| false)

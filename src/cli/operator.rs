@@ -22,6 +22,8 @@ pub enum OperatorError {
     Kube(#[source] kube::Error),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error("--verify-policy {path}: {message}")]
+    VerifyPolicy { path: String, message: String },
 }
 
 /// The controllers' settings from the command line.
@@ -40,6 +42,11 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.shard = args.shard.clone().filter(|s| !s.is_empty());
     settings.cache_grace = args.cache_grace;
     settings.directory_roots = DirectoryRoots::new(&args.allowed_directory_roots, &args.cache_dir);
+    if let Some(path) = &args.verify_policy {
+        let bad = |message: String| OperatorError::VerifyPolicy { path: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        settings.verify_policy = Some(serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?);
+    }
     if !settings.directory_roots.enabled() {
         tracing::info!("no --allowed-directory-roots: ClusterStacks with spec.source.directory are refused");
     }

@@ -22,6 +22,8 @@ pub struct PullArgs {
     /// Refuse a release for which some asset has no known digest.
     #[arg(long, env = "CLUSTERSTACK_REQUIRE_VERIFIED")]
     pub require_verified: bool,
+    #[command(flatten)]
+    pub verify: super::verify_args::VerifyArgs,
 }
 
 /// The default cache directory.
@@ -47,13 +49,17 @@ pub async fn run(args: PullArgs) -> Result<(), SourceCliError> {
     let policy = FetchPolicy { require_verified: args.require_verified };
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(LineProgress) };
-    let fetched = cache.fetch_with_progress(&source, release, policy, progress.as_ref()).await?;
+    let signature = args.verify.policy(None)?;
+    let fetched = cache.fetch_signed(&source, release, policy, signature.as_ref(), progress.as_ref()).await?;
 
     let mut out = String::new();
     out.push_str(&format!("release   {}\n", fetched.tag()));
     out.push_str(&format!("source    {}\n", fetched.source));
     out.push_str(&format!("directory {}\n", fetched.dir.display()));
     out.push_str(&format!("state     {}{}\n", fetched.verification, if fetched.downloaded { "" } else { " (cached)" }));
+    if let Some(record) = &fetched.manifest().signature {
+        out.push_str(&format!("signed    by {} (trusted root {})\n", record.signer, record.root));
+    }
     for asset in &fetched.assets {
         let by = match asset.verified_by {
             crate::source::cache::VerifiedBy::Digest => "digest",

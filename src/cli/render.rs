@@ -32,6 +32,8 @@ pub struct RenderArgs {
     pub args: Vec<String>,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub verify: super::verify_args::VerifyArgs,
     /// The cache directory for releases fetched by tag. Default:
     /// $XDG_CACHE_HOME/clusterstack, else ~/.cache/clusterstack.
     #[arg(long, env = "CLUSTERSTACK_CACHE")]
@@ -364,7 +366,11 @@ pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
         .source
         .release_cache(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
         .map_err(SourceCliError::from)?;
-    let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;
+    let signature = args.verify.policy(None)?;
+    let fetched = cache
+        .fetch_signed(&source, release, FetchPolicy::default(), signature.as_ref(), &crate::source::NoProgress)
+        .await
+        .map_err(SourceCliError::from)?;
     let stages = fetched.asset_path(STAGES_FILE).filter(|p| p.is_file());
     Ok(Charts {
         id: fetched.id.clone(),

@@ -63,6 +63,9 @@ pub enum SourceCliError {
     Usage(String),
     #[error("cannot write the output: {0}")]
     Output(String),
+    /// A signature did not verify (`verify-bundle`, a pull with a policy).
+    #[error("{0}")]
+    Verification(String),
 }
 
 impl SourceArgs {

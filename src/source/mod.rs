@@ -14,6 +14,7 @@ pub mod dir;
 pub mod github;
 pub mod oci;
 pub mod spec;
+pub mod verify;
 
 pub use cache::{CacheError, FetchPolicy, FetchedRelease, ReleaseCache, Verification};
 pub use dir::DirSource;
@@ -221,6 +222,15 @@ pub trait ReleaseSource: Send + Sync + fmt::Debug {
         dest: &Path,
         progress: &dyn Progress,
     ) -> impl Future<Output = Result<DownloadedAsset, SourceError>> + Send;
+
+    /// The cosign signatures of `release`'s OCI manifest (see [`verify::cosign`]); `None` for a
+    /// source that has no manifests to sign (GitHub releases, directories).
+    fn cosign_signatures(
+        &self,
+        _release: &ListedRelease,
+    ) -> impl Future<Output = Result<Option<oci::CosignSignatures>, SourceError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// Either kind of source, as opened from a [`SourceSpec`].
@@ -333,6 +343,13 @@ impl ReleaseSource for AnySource {
             AnySource::Oci(s) => s.download(release, asset, dest, progress).await,
             AnySource::GitHubScoped { source, .. } => source.download(release, asset, dest, progress).await,
             AnySource::OciScoped { source, .. } => source.download(release, asset, dest, progress).await,
+        }
+    }
+
+    async fn cosign_signatures(&self, release: &ListedRelease) -> Result<Option<oci::CosignSignatures>, SourceError> {
+        match self {
+            AnySource::Oci(s) | AnySource::OciScoped { source: s, .. } => s.cosign_signatures(release).await.map(Some),
+            _ => Ok(None),
         }
     }
 }

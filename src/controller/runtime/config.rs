@@ -47,6 +47,12 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_ALLOWED_DIRECTORY_ROOTS", value_delimiter = ',')]
     pub allowed_directory_roots: Vec<PathBuf>,
 
+    /// A signature policy (YAML, the shape of `ClusterStack.spec.verify`) for ClusterStacks that
+    /// set none; its ConfigMap and Secret references are read in each stack's namespace. Without
+    /// it, such stacks' releases are checked by digest only.
+    #[arg(long, env = "CLUSTERSTACK_VERIFY_POLICY")]
+    pub verify_policy: Option<PathBuf>,
+
     /// Poll interval of ClusterStacks without `spec.pollInterval`.
     #[arg(long, env = "CLUSTERSTACK_POLL_INTERVAL", default_value = crate::api::DEFAULT_POLL_INTERVAL, value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,

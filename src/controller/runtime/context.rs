@@ -72,6 +72,9 @@ pub struct Settings {
     /// release enters the cache (`--helm-repo-mirror`, the download cache
     /// `<cache>/helm-charts`).
     pub chart_dependencies: crate::package::deps::DependencyOptions,
+    /// The signature policy of ClusterStacks without `spec.verify` (`--verify-policy`); none by
+    /// default: releases are checked by digest only.
+    pub verify_policy: Option<crate::api::VerifySpec>,
 }
 
 impl Settings {
@@ -98,6 +101,7 @@ impl Settings {
             addon_wait_deadline: DEFAULT_ADDON_WAIT_DEADLINE,
             max_objects_per_release: DEFAULT_MAX_OBJECTS_PER_RELEASE,
             directory_roots: DirectoryRoots::default(),
+            verify_policy: None,
         }
     }
 }

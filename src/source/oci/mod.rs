@@ -27,8 +27,10 @@ use crate::registry::{RegistryClient, RegistryError, Target};
 use crate::release::ReleaseId;
 
 mod publish;
+mod signatures;
 
 pub use publish::{ArtifactForm, FILE_MEDIA_TYPE, HELM_CHART_LAYER, HELM_CONFIG, publish, publish_as, publish_chart};
+pub use signatures::{CosignSignatures, push_cosign_signatures};
 
 /// The OCI image manifest media type (what ORAS pushes).
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";

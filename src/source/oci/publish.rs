@@ -205,7 +205,7 @@ pub async fn publish_chart(
 }
 
 /// PUTs a manifest under `tag` (written last, once its blobs are there); returns its digest.
-async fn put_manifest(
+pub(super) async fn put_manifest(
     client: &RegistryClient,
     target: &Target<'_>,
     base: &str,
@@ -229,7 +229,7 @@ async fn put_manifest(
 }
 
 /// What a blob upload sends.
-enum BlobBody {
+pub(super) enum BlobBody {
     Bytes(bytes::Bytes),
     /// Streamed from the file; opened anew for each attempt (an authentication retry sends again).
     File {
@@ -274,7 +274,7 @@ impl BlobBody {
 }
 
 /// Uploads one blob unless the registry has it (monolithic upload: `POST` then `PUT ?digest=`).
-async fn push_blob(
+pub(super) async fn push_blob(
     client: &RegistryClient,
     target: &Target<'_>,
     base: &str,

@@ -18,6 +18,7 @@ fn stack(channel: Channel, versions: &[&str], auto_subscribe: bool) -> ClusterSt
             source: None,
             poll_interval: None,
             suspend: false,
+            verify: None,
         },
     );
     cs.metadata.namespace = Some("stacks".into());
