@@ -9,6 +9,9 @@ pub mod describe_tree;
 pub mod diff;
 mod install;
 pub use install::MALLOC_ARENA_MAX;
+/// The operator's ServiceAccount (and ClusterRole) name, as `install --export` writes it.
+pub use install::NAME as OPERATOR_SERVICE_ACCOUNT;
+pub use install::rbac as install_rbac;
 mod install_hooks;
 mod install_monitoring;
 pub mod operator;
@@ -18,6 +21,7 @@ pub mod publish;
 pub mod pull;
 pub mod releases;
 mod render;
+pub mod sandbox;
 pub mod source_args;
 pub mod verify_args;
 pub mod verify_bundle;
@@ -77,6 +81,9 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Show one tree of a ClusterStack's state (releases, Clusters, addons, rollout), or of a Cluster's.
     Describe(describe::DescribeArgs),
+    /// The main job on a real local control plane (built from pinned Go modules on first use):
+    /// the operator on the bundled releases, the examples applied; runs until Ctrl-C.
+    Sandbox(sandbox::SandboxArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
     Operator(Box<crate::controller::runtime::config::OperatorArgs>),
 }
@@ -96,6 +103,8 @@ pub enum CliError {
     Source(#[from] source_args::SourceCliError),
     #[error(transparent)]
     Operator(#[from] operator::OperatorError),
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -159,6 +168,7 @@ pub async fn run(cli: Cli) -> Result<bool, CliError> {
         Command::Publish(args) => Ok(publish::run(args).await?),
         Command::VerifyBundle(args) => Ok(verify_bundle::run(args)?),
         Command::Keygen(args) => Ok(publish::keygen(args)?),
+        Command::Sandbox(args) => Ok(sandbox::run(args).await?),
         Command::Operator(args) => Ok(operator::run(*args).await?),
     };
     result.map(|()| false)

@@ -58,7 +58,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 pub use selector::{FieldSelector, LabelSelector};
-use store::{ApiError, PatchType, ResourceType, Store};
+use store::{ApiError, PatchType, Preconditions, ResourceType, Store};
 
 /// Which requests a fault or a count applies to; unset fields match anything.
 #[derive(Debug, Clone, Default)]
