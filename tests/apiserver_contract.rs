@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{Method, Request};
 use serde_json::{Value, json};
 use support::ApiServer;
-use support::real::{RealCluster, Scenario, run_scenarios};
+use support::real::{RealCluster, Scenario, ScenarioFn, run_scenarios};
 
 /// One side of the comparison.
 struct Side {
@@ -75,7 +75,12 @@ fn apply(path: &str, manager: &str, force: bool, body: &Value) -> Req {
     Req { method: Method::PATCH, path, content_type: "application/apply-patch+yaml", body: Some(body.clone()) }
 }
 fn merge(path: &str, body: &Value) -> Req {
-    Req { method: Method::PATCH, path: path.into(), content_type: "application/merge-patch+json", body: Some(body.clone()) }
+    Req {
+        method: Method::PATCH,
+        path: path.into(),
+        content_type: "application/merge-patch+json",
+        body: Some(body.clone()),
+    }
 }
 fn delete(path: &str, body: Option<&Value>) -> Req {
     Req { method: Method::DELETE, path: path.into(), content_type: "application/json", body: body.cloned() }
@@ -90,7 +95,12 @@ async fn sides(c: &RealCluster, ns: &str) -> (Side, Side, ApiServer) {
     let real = Side { name: "kube-apiserver", client: c.cp.admin_client().await.expect("admin") };
     let fake = Side { name: "double", client: double.client() };
     for side in [&real, &fake] {
-        let a = side.run(&post("/api/v1/namespaces", &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))).await;
+        let a = side
+            .run(&post(
+                "/api/v1/namespaces",
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            ))
+            .await;
         assert!(a.code == 201, "{}: creating the namespace: {a:?}", side.name);
     }
     (real, fake, double)
@@ -100,7 +110,11 @@ async fn sides(c: &RealCluster, ns: &str) -> (Side, Side, ApiServer) {
 async fn both(real: &Side, fake: &Side, what: &str, req: Req) -> (Answer, Answer) {
     let r = real.run(&req).await;
     let d = fake.run(&req).await;
-    assert_eq!(r.code, d.code, "{what}: kube-apiserver answered {} but the double {}\nreal: {:#}\ndouble: {:#}", r.code, d.code, r.body, d.body);
+    assert_eq!(
+        r.code, d.code,
+        "{what}: kube-apiserver answered {} but the double {}\nreal: {:#}\ndouble: {:#}",
+        r.code, d.code, r.body, d.body
+    );
     (r, d)
 }
 
@@ -130,8 +144,12 @@ fn owners_of_data_key(obj: &Value, key: &str) -> Vec<String> {
 }
 
 fn names(list: &Value) -> Vec<String> {
-    let mut v: Vec<String> =
-        list["items"].as_array().into_iter().flatten().map(|o| o["metadata"]["name"].as_str().unwrap_or_default().into()).collect();
+    let mut v: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().into())
+        .collect();
     v.sort();
     v
 }
@@ -140,9 +158,7 @@ fn cm(ns: &str, name: &str, labels: Value, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns, "labels": labels}, "data": data})
 }
 
-fn scenario(
-    f: fn(Arc<RealCluster>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-) -> fn(Arc<RealCluster>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+fn scenario(f: ScenarioFn) -> ScenarioFn {
     f
 }
 
@@ -169,16 +185,40 @@ async fn server_side_apply_ownership_and_conflicts(c: Arc<RealCluster>) {
     let (real, fake, _double) = sides(&c, ns).await;
     let path = format!("/api/v1/namespaces/{ns}/configmaps/one");
     // An apply that creates: 201, one Apply manager.
-    let (r, d) = both(&real, &fake, "apply (create)", apply(&path, "alice", false, &cm(ns, "one", json!({"team": "x"}), json!({"a": "1"})))).await;
+    let (r, d) = both(
+        &real,
+        &fake,
+        "apply (create)",
+        apply(&path, "alice", false, &cm(ns, "one", json!({"team": "x"}), json!({"a": "1"}))),
+    )
+    .await;
     assert_eq!(r.code, 201);
     assert_eq!(managers(&r.body), managers(&d.body), "managers after create");
     assert_eq!(r.body["data"], d.body["data"]);
     // The same apply again changes nothing: same resourceVersion.
-    let (r2, d2) = both(&real, &fake, "apply (no-op)", apply(&path, "alice", false, &cm(ns, "one", json!({"team": "x"}), json!({"a": "1"})))).await;
-    assert_eq!(r2.body["metadata"]["resourceVersion"], r.body["metadata"]["resourceVersion"], "real: a no-op apply keeps the version");
-    assert_eq!(d2.body["metadata"]["resourceVersion"], d.body["metadata"]["resourceVersion"], "double: a no-op apply keeps the version");
+    let (r2, d2) = both(
+        &real,
+        &fake,
+        "apply (no-op)",
+        apply(&path, "alice", false, &cm(ns, "one", json!({"team": "x"}), json!({"a": "1"}))),
+    )
+    .await;
+    assert_eq!(
+        r2.body["metadata"]["resourceVersion"], r.body["metadata"]["resourceVersion"],
+        "real: a no-op apply keeps the version"
+    );
+    assert_eq!(
+        d2.body["metadata"]["resourceVersion"], d.body["metadata"]["resourceVersion"],
+        "double: a no-op apply keeps the version"
+    );
     // Another manager setting the same field to another value: 409 naming the field and owner.
-    let (r, d) = both(&real, &fake, "apply (conflict)", apply(&path, "bob", false, &cm(ns, "one", json!({}), json!({"a": "2"})))).await;
+    let (r, d) = both(
+        &real,
+        &fake,
+        "apply (conflict)",
+        apply(&path, "bob", false, &cm(ns, "one", json!({}), json!({"a": "2"}))),
+    )
+    .await;
     assert_eq!(r.code, 409);
     assert_eq!((r.body["reason"].as_str(), d.body["reason"].as_str()), (Some("Conflict"), Some("Conflict")));
     for (side, body) in [("real", &r.body), ("double", &d.body)] {
@@ -186,15 +226,22 @@ async fn server_side_apply_ownership_and_conflicts(c: Arc<RealCluster>) {
         assert!(message.contains("conflict with \"alice\"") && message.contains(".data.a"), "{side}: {message}");
     }
     // Forced, it takes the field; alice keeps the label she set.
-    let (r, d) = both(&real, &fake, "apply (forced)", apply(&path, "bob", true, &cm(ns, "one", json!({}), json!({"a": "2"})))).await;
+    let (r, d) =
+        both(&real, &fake, "apply (forced)", apply(&path, "bob", true, &cm(ns, "one", json!({}), json!({"a": "2"}))))
+            .await;
     assert_eq!(r.code, 200);
     assert_eq!(owners_of_data_key(&r.body, "a"), vec!["bob"]);
     assert_eq!(owners_of_data_key(&d.body, "a"), vec!["bob"]);
     assert_eq!((r.body["data"]["a"].as_str(), d.body["data"]["a"].as_str()), (Some("2"), Some("2")));
     assert_eq!(r.body["metadata"]["labels"], d.body["metadata"]["labels"]);
     // alice applies without the label: she gave it up, and nobody else owned it, so it goes.
-    let (r, d) = both(&real, &fake, "apply (field removed)", apply(&path, "alice", false, &cm(ns, "one", json!({}), json!({})))).await;
-    assert_eq!(r.body["metadata"]["labels"], d.body["metadata"]["labels"], "a field its only owner stops applying is removed");
+    let (r, d) =
+        both(&real, &fake, "apply (field removed)", apply(&path, "alice", false, &cm(ns, "one", json!({}), json!({}))))
+            .await;
+    assert_eq!(
+        r.body["metadata"]["labels"], d.body["metadata"]["labels"],
+        "a field its only owner stops applying is removed"
+    );
     // A stale update: 409.
     let mut stale = r.body.clone();
     stale["metadata"]["resourceVersion"] = json!("1");
@@ -232,10 +279,13 @@ async fn lists_with_label_selectors(c: Arc<RealCluster>) {
     let ns = "contract-list";
     let (real, fake, _double) = sides(&c, ns).await;
     let base = format!("/api/v1/namespaces/{ns}/configmaps");
-    for (name, labels) in [("x1", json!({"team": "x"})), ("y1", json!({"team": "y", "tier": "a"})), ("none", json!({}))] {
+    for (name, labels) in [("x1", json!({"team": "x"})), ("y1", json!({"team": "y", "tier": "a"})), ("none", json!({}))]
+    {
         both(&real, &fake, "create", post(&base, &cm(ns, name, labels.clone(), json!({})))).await;
     }
-    for selector in ["team=x", "team==x", "team!=x", "team in (x,y)", "team notin (x)", "team", "!team", "team=y,tier=a", "tier!=a"] {
+    for selector in
+        ["team=x", "team==x", "team!=x", "team in (x,y)", "team notin (x)", "team", "!team", "team=y,tier=a", "tier!=a"]
+    {
         let path = format!("{base}?labelSelector={}", urlencode(selector));
         let (r, d) = both(&real, &fake, selector, get(&path)).await;
         // The real namespace also holds kube-root-ca.crt only with its controller; neither runs here.
@@ -286,7 +336,10 @@ async fn watches_from_an_old_version(c: Arc<RealCluster>) {
     let (real, fake, _double) = sides(&c, ns).await;
     let base = format!("/api/v1/namespaces/{ns}/configmaps");
     let (r, d) = both(&real, &fake, "create a", post(&base, &cm(ns, "a", json!({}), json!({"v": "1"})))).await;
-    let (rv_real, rv_fake) = (r.body["metadata"]["resourceVersion"].as_str().unwrap().to_string(), d.body["metadata"]["resourceVersion"].as_str().unwrap().to_string());
+    let (rv_real, rv_fake) = (
+        r.body["metadata"]["resourceVersion"].as_str().unwrap().to_string(),
+        d.body["metadata"]["resourceVersion"].as_str().unwrap().to_string(),
+    );
     both(&real, &fake, "create b", post(&base, &cm(ns, "b", json!({}), json!({})))).await;
     both(&real, &fake, "update a", merge(&format!("{base}/a"), &json!({"data": {"v": "2"}}))).await;
     both(&real, &fake, "delete b", delete(&format!("{base}/b"), None)).await;
@@ -312,11 +365,20 @@ async fn deletes_with_preconditions(c: Arc<RealCluster>) {
     let (r2, d2) = both(&real, &fake, "delete with a wrong uid", delete(&format!("{base}/p"), Some(&wrong_uid))).await;
     assert_eq!(r2.code, 409);
     assert_eq!(r2.body["reason"], d2.body["reason"]);
-    let (rr, dr) = (r.body["metadata"]["resourceVersion"].as_str().unwrap(), d.body["metadata"]["resourceVersion"].as_str().unwrap());
+    let (rr, dr) = (
+        r.body["metadata"]["resourceVersion"].as_str().unwrap(),
+        d.body["metadata"]["resourceVersion"].as_str().unwrap(),
+    );
     let stale = |rv: &str| json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": format!("{rv}9")}});
     let r3 = real.run(&delete(&format!("{base}/p"), Some(&stale(rr)))).await;
     let d3 = fake.run(&delete(&format!("{base}/p"), Some(&stale(dr)))).await;
-    assert_eq!((r3.code, d3.code), (409, 409), "a stale resourceVersion precondition\nreal: {:#}\ndouble: {:#}", r3.body, d3.body);
+    assert_eq!(
+        (r3.code, d3.code),
+        (409, 409),
+        "a stale resourceVersion precondition\nreal: {:#}\ndouble: {:#}",
+        r3.body,
+        d3.body
+    );
     let right = |uid: &Value, rv: &str| json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid, "resourceVersion": rv}});
     let r4 = real.run(&delete(&format!("{base}/p"), Some(&right(&r.body["metadata"]["uid"], rr)))).await;
     let d4 = fake.run(&delete(&format!("{base}/p"), Some(&right(&d.body["metadata"]["uid"], dr)))).await;
@@ -333,14 +395,29 @@ async fn finalizers_hold_a_deletion(c: Arc<RealCluster>) {
     both(&real, &fake, "create with a finalizer", post(&base, &held)).await;
     let (r, d) = both(&real, &fake, "delete", delete(&format!("{base}/held"), None)).await;
     for (side, body) in [("real", &r.body), ("double", &d.body)] {
-        assert!(body["metadata"]["deletionTimestamp"].is_string(), "{side}: the answer is the object, being deleted: {body:#}");
+        assert!(
+            body["metadata"]["deletionTimestamp"].is_string(),
+            "{side}: the answer is the object, being deleted: {body:#}"
+        );
     }
     let (r, _) = both(&real, &fake, "get while held", get(&format!("{base}/held"))).await;
     assert_eq!(r.code, 200);
     // A new finalizer on an object being deleted is refused.
-    both(&real, &fake, "add a finalizer while deleting", merge(&format!("{base}/held"), &json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}))).await;
+    both(
+        &real,
+        &fake,
+        "add a finalizer while deleting",
+        merge(&format!("{base}/held"), &json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}})),
+    )
+    .await;
     // Removing the last finalizer ends the deletion.
-    both(&real, &fake, "remove the finalizer", merge(&format!("{base}/held"), &json!({"metadata": {"finalizers": null}}))).await;
+    both(
+        &real,
+        &fake,
+        "remove the finalizer",
+        merge(&format!("{base}/held"), &json!({"metadata": {"finalizers": null}})),
+    )
+    .await;
     let (r, _) = both(&real, &fake, "get after release", get(&format!("{base}/held"))).await;
     assert_eq!(r.code, 404);
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::real::{Kube, RealCluster, Scenario, WAIT, granted, run_scenarios, wait_until};
+use support::real::{Kube, RealCluster, Scenario, ScenarioFn, WAIT, granted, run_scenarios, wait_until};
 
 const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta2";
@@ -111,9 +111,7 @@ async fn applied(k: &Kube, ns: &str) -> Vec<String> {
     out
 }
 
-fn scenario(
-    f: fn(Arc<RealCluster>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-) -> fn(Arc<RealCluster>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+fn scenario(f: ScenarioFn) -> ScenarioFn {
     f
 }
 
@@ -137,7 +135,12 @@ fn main() -> std::process::ExitCode {
         a_watch_compacted_away_recovers_with_a_relist,
         a_release_of_25000_objects_is_refused,
     ];
-    run_scenarios("real_operator", &all, Duration::from_secs(300), Some(|c, results| Box::pin(rbac_is_exactly_what_was_used(c, results))))
+    run_scenarios(
+        "real_operator",
+        &all,
+        Duration::from_secs(300),
+        Some(|c, results| Box::pin(rbac_is_exactly_what_was_used(c, results))),
+    )
 }
 
 async fn crds_install_and_cel_refuses_a_provider_change(c: Arc<RealCluster>) {
@@ -169,7 +172,9 @@ async fn crds_install_and_cel_refuses_a_provider_change(c: Arc<RealCluster>) {
         e => panic!("not an API error: {e}"),
     }
     // Other fields may change.
-    k.merge(CS, "ClusterStack", Some(&ns), "ferrol", &json!({"spec": {"versions": ["v2"]}})).await.expect("versions change");
+    k.merge(CS, "ClusterStack", Some(&ns), "ferrol", &json!({"spec": {"versions": ["v2"]}}))
+        .await
+        .expect("versions change");
     c.drop_namespace(&ns).await;
 }
 
@@ -217,8 +222,21 @@ async fn a_hand_edit_with_kubectl_is_reverted(c: Arc<RealCluster>) {
     let original = template(&before[0]);
     // A person edits a field the release sets, with the real kubectl.
     let edited = json!({"spec": {"template": {"spec": {"backend": {"inMemory": {"vm": {"provisioning": {"startupDuration": "99s"}}}}}}}});
-    c.kubectl(&["-n", &ns, "patch", "devmachinetemplates.infrastructure.cluster.x-k8s.io", &name, "--type=merge", "-p", &edited.to_string()]);
-    assert_ne!(k.get(kind.0, kind.1, Some(&ns), &name).await.map(|o| template(&o)), Some(original.clone()), "the edit took");
+    c.kubectl(&[
+        "-n",
+        &ns,
+        "patch",
+        "devmachinetemplates.infrastructure.cluster.x-k8s.io",
+        &name,
+        "--type=merge",
+        "-p",
+        &edited.to_string(),
+    ]);
+    assert_ne!(
+        k.get(kind.0, kind.1, Some(&ns), &name).await.map(|o| template(&o)),
+        Some(original.clone()),
+        "the edit took"
+    );
     wait_until("the hand edit reverted", WAIT, || async {
         k.get(kind.0, kind.1, Some(&ns), &name).await.filter(|o| template(o) == original)
     })
@@ -269,7 +287,10 @@ async fn unused_releases_are_collected_never_one_a_cluster_uses(c: Arc<RealClust
     k.apply(&cluster(&workloads, "prod", V1, &ns)).await;
     k.merge(CS, "ClusterStack", Some(&ns), "ferrol", &json!({"spec": {"versions": []}})).await.unwrap();
     wait_until("v2 collected", WAIT, || async { release(&k, &ns, V2).await.is_none().then_some(()) }).await;
-    assert!(k.get("cluster.x-k8s.io/v1beta2", "ClusterClass", Some(&ns), V2).await.is_none(), "v2's objects go with it");
+    assert!(
+        k.get("cluster.x-k8s.io/v1beta2", "ClusterClass", Some(&ns), V2).await.is_none(),
+        "v2's objects go with it"
+    );
     // v1 stays while the Cluster uses it: several polls later it is still there.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let v1 = release(&k, &ns, V1).await.expect("v1 kept");
@@ -312,7 +333,9 @@ async fn deleting_a_namespace_leaves_nothing_behind(c: Arc<RealCluster>) {
     c.drop_namespace(&ns).await;
     // Nothing of the stack is left anywhere.
     let label = format!("clusterstack.x-k8s.io/release-namespace={ns}");
-    for (av, kind) in [("cluster.x-k8s.io/v1beta2", "ClusterClass"), (DEV, "DevMachineTemplate"), (DEV, "DevClusterTemplate")] {
+    for (av, kind) in
+        [("cluster.x-k8s.io/v1beta2", "ClusterClass"), (DEV, "DevMachineTemplate"), (DEV, "DevClusterTemplate")]
+    {
         assert!(k.list(av, kind, None, Some(&label)).await.is_empty(), "{kind} left behind");
     }
 }
@@ -376,13 +399,19 @@ async fn leader_election_hands_over(c: Arc<RealCluster>) {
         k.get("coordination.k8s.io/v1", "Lease", Some(support::real::OPERATOR_NS), "clusterstack-operator").await
     };
     let holder = |l: Option<Value>| l.and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string));
-    wait_until("replica-a leads", WAIT, || async { (holder(lease().await).as_deref() == Some("replica-a")).then_some(()) }).await;
+    wait_until("replica-a leads", WAIT, || async {
+        (holder(lease().await).as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
     let _second = c.operator("replica-b", &args);
     k.apply(&stack(&ns, "ferrol", &["v2"], false)).await;
     wait_ready(&k, &ns, V2).await;
     // The leader dies without giving the Lease back; the other takes it when it expires and works.
     first.kill();
-    wait_until("replica-b leads", WAIT, || async { (holder(lease().await).as_deref() == Some("replica-b")).then_some(()) }).await;
+    wait_until("replica-b leads", WAIT, || async {
+        (holder(lease().await).as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
     k.merge(CS, "ClusterStack", Some(&ns), "ferrol", &json!({"spec": {"versions": ["v2", "v1"]}})).await.unwrap();
     wait_ready(&k, &ns, V1).await;
     c.drop_namespace(&ns).await;
@@ -441,7 +470,10 @@ async fn a_release_of_25000_objects_is_refused(c: Arc<RealCluster>) {
     .await;
     let message = condition(&r, "Ready").unwrap()["message"].as_str().unwrap().to_string();
     assert!(message.contains("25000") && message.contains("5000"), "{message}");
-    assert!(k.list("v1", "ConfigMap", Some(&ns), Some(&format!("{RELEASE_LABEL}={tag}"))).await.is_empty(), "nothing applied");
+    assert!(
+        k.list("v1", "ConfigMap", Some(&ns), Some(&format!("{RELEASE_LABEL}={tag}"))).await.is_empty(),
+        "nothing applied"
+    );
     c.drop_namespace(&ns).await;
 }
 
@@ -460,7 +492,8 @@ async fn rbac_is_exactly_what_was_used(c: Arc<RealCluster>, results: Vec<(String
     let used: std::collections::BTreeSet<(String, String, String)> = events
         .iter()
         .map(|e| {
-            let resource = if e.subresource.is_empty() { e.resource.clone() } else { format!("{}/{}", e.resource, e.subresource) };
+            let resource =
+                if e.subresource.is_empty() { e.resource.clone() } else { format!("{}/{}", e.resource, e.subresource) };
             (e.group.clone(), resource, e.verb.clone())
         })
         .collect();
@@ -493,5 +526,8 @@ async fn rbac_is_exactly_what_was_used(c: Arc<RealCluster>, results: Vec<(String
         }
         unused.push(format!("{group}/{resource} {verb}"));
     }
-    assert!(unused.is_empty(), "granted by install --export but never used by the operator: {unused:#?}\nused: {used:#?}");
+    assert!(
+        unused.is_empty(),
+        "granted by install --export but never used by the operator: {unused:#?}\nused: {used:#?}"
+    );
 }

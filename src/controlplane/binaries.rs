@@ -38,8 +38,11 @@ pub struct Component {
     hashed: &'static [&'static str],
 }
 
-pub const KUBERNETES: Component =
-    Component { name: "kubernetes", module: "k8s.io/kubernetes", hashed: &["kubernetes/go.mod", "kubernetes/go.sum", "build"] };
+pub const KUBERNETES: Component = Component {
+    name: "kubernetes",
+    module: "k8s.io/kubernetes",
+    hashed: &["kubernetes/go.mod", "kubernetes/go.sum", "build"],
+};
 pub const ETCD: Component =
     Component { name: "etcd", module: "go.etcd.io/etcd/server/v3", hashed: &["etcd/go.mod", "etcd/go.sum", "build"] };
 /// Cluster API: the providers' CRDs and webhook manifests (always), the managers (`--capi`).

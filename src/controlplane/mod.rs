@@ -108,7 +108,9 @@ pub struct ControlPlane {
 fn free_port() -> Result<u16, ControlPlaneError> {
     let l = TcpListener::bind("127.0.0.1:0")
         .map_err(|e| ControlPlaneError::Io { path: PathBuf::from("127.0.0.1:0"), source: e })?;
-    l.local_addr().map(|a| a.port()).map_err(|e| ControlPlaneError::Io { path: PathBuf::from("127.0.0.1:0"), source: e })
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| ControlPlaneError::Io { path: PathBuf::from("127.0.0.1:0"), source: e })
 }
 
 /// The lock of a process slot (a poisoned lock still holds the process).
@@ -123,7 +125,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ControlPlaneError + '_ {
 impl ControlPlane {
     /// Starts etcd, kube-apiserver and (unless asked not to) kube-controller-manager, and waits
     /// until kube-apiserver is ready. `progress` hears each step.
-    pub async fn start(bins: Binaries, options: Options, progress: &mut dyn FnMut(&str)) -> Result<Self, ControlPlaneError> {
+    pub async fn start(
+        bins: Binaries,
+        options: Options,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Self, ControlPlaneError> {
         let state = match &options.dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -148,7 +154,13 @@ impl ControlPlane {
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         kubeconfig::write(
             &admin_kubeconfig,
-            &kubeconfig::kubeconfig("clusterstack-sandbox", &server, &pki.serving_ca.cert, "admin", Credentials::Certificate(&pki.admin)),
+            &kubeconfig::kubeconfig(
+                "clusterstack-sandbox",
+                &server,
+                &pki.serving_ca.cert,
+                "admin",
+                Credentials::Certificate(&pki.admin),
+            ),
         )?;
 
         let audit_log = if options.audit_users.is_empty() {
@@ -230,12 +242,15 @@ impl ControlPlane {
         this.start_apiserver().await?;
 
         if !options.without_controller_manager {
-            progress("starting kube-controller-manager (garbage collector, namespace and ClusterRole aggregation controllers)");
+            progress(
+                "starting kube-controller-manager (garbage collector, namespace and ClusterRole aggregation controllers)",
+            );
             let args = vec![
                 format!("--kubeconfig={}", this.admin_kubeconfig.display()),
                 "--leader-elect=false".into(),
                 // Aggregated ClusterRoles (the operator's is one) are filled by a controller.
-                "--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller".into(),
+                "--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller"
+                    .into(),
                 "--bind-address=127.0.0.1".into(),
                 // "If 0, don't serve HTTPS at all": it needs no port of its own.
                 "--secure-port=0".into(),
@@ -308,7 +323,8 @@ impl ControlPlane {
         let client = self.admin_client().await?;
         let start = Instant::now();
         loop {
-            let request = http::Request::get("/readyz").body(Vec::new()).map_err(|e| ControlPlaneError::Api(e.to_string()))?;
+            let request =
+                http::Request::get("/readyz").body(Vec::new()).map_err(|e| ControlPlaneError::Api(e.to_string()))?;
             let last = match client.request_text(request).await {
                 Ok(text) if text.trim() == "ok" => return Ok(()),
                 Ok(text) => text,
@@ -364,7 +380,16 @@ impl ControlPlane {
     /// Writes a kubeconfig for `user` in `groups` (a client certificate) to `path`.
     pub fn user_kubeconfig(&self, user: &str, groups: &[&str], path: &Path) -> Result<(), ControlPlaneError> {
         let cert = self.pki.client_cert(user, groups)?;
-        kubeconfig::write(path, &kubeconfig::kubeconfig("clusterstack-sandbox", &self.server, self.ca_pem(), user, Credentials::Certificate(&cert)))
+        kubeconfig::write(
+            path,
+            &kubeconfig::kubeconfig(
+                "clusterstack-sandbox",
+                &self.server,
+                self.ca_pem(),
+                user,
+                Credentials::Certificate(&cert),
+            ),
+        )
     }
 
     /// Writes a kubeconfig for the ServiceAccount `namespace/name` (which must exist) to `path`:
@@ -388,12 +413,20 @@ impl ControlPlane {
             .create_token_request(name, &PostParams::default(), &request)
             .await
             .map_err(|e| ControlPlaneError::Api(format!("TokenRequest for {namespace}/{name}: {e}")))?;
-        let token = answer
-            .status
-            .map(|s| s.token)
-            .ok_or_else(|| ControlPlaneError::Api(format!("TokenRequest for {namespace}/{name}: no token in the answer")))?;
+        let token = answer.status.map(|s| s.token).ok_or_else(|| {
+            ControlPlaneError::Api(format!("TokenRequest for {namespace}/{name}: no token in the answer"))
+        })?;
         let user = format!("system:serviceaccount:{namespace}:{name}");
-        kubeconfig::write(path, &kubeconfig::kubeconfig("clusterstack-sandbox", &self.server, self.ca_pem(), &user, Credentials::Token(&token)))
+        kubeconfig::write(
+            path,
+            &kubeconfig::kubeconfig(
+                "clusterstack-sandbox",
+                &self.server,
+                self.ca_pem(),
+                &user,
+                Credentials::Token(&token),
+            ),
+        )
     }
 
     /// Stops kube-apiserver (every watch ends) and starts it again on the same port and etcd.
@@ -426,8 +459,8 @@ impl ControlPlane {
     /// minutes): older resource versions are gone. Returns the revision.
     pub fn compact_etcd(&self) -> Result<i64, ControlPlaneError> {
         let status = self.etcdctl(&["endpoint", "status", "--write-out=json"])?;
-        let parsed: serde_json::Value =
-            serde_json::from_str(&status).map_err(|e| ControlPlaneError::Api(format!("etcdctl endpoint status: {e}")))?;
+        let parsed: serde_json::Value = serde_json::from_str(&status)
+            .map_err(|e| ControlPlaneError::Api(format!("etcdctl endpoint status: {e}")))?;
         let revision = parsed[0]["Status"]["header"]["revision"]
             .as_i64()
             .ok_or_else(|| ControlPlaneError::Api(format!("etcdctl endpoint status: no revision in {status}")))?;

@@ -70,7 +70,13 @@ pub struct Process {
 
 impl Process {
     /// Starts `program args...` with stdout and stderr appended to `log`.
-    pub fn start(name: &str, program: &Path, args: &[String], log: &Path, env: &[(&str, &str)]) -> std::io::Result<Self> {
+    pub fn start(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> std::io::Result<Self> {
         let out = File::options().create(true).append(true).open(log)?;
         let err = out.try_clone()?;
         let mut command = Command::new(program);
@@ -173,7 +179,8 @@ mod tests {
     fn children_get_their_own_process_group() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("sh.log");
-        let mut p = Process::start("sh", Path::new("/bin/sh"), &["-c".into(), "exec sleep 60".into()], &log, &[]).unwrap();
+        let mut p =
+            Process::start("sh", Path::new("/bin/sh"), &["-c".into(), "exec sleep 60".into()], &log, &[]).unwrap();
         // SAFETY: getpgid on our child.
         let group = unsafe { libc::getpgid(p.pid() as libc::pid_t) };
         assert_eq!(group, p.pid() as libc::pid_t, "the child leads its own group");

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use clusterstack::cli::sandbox::setup;
 use clusterstack::controlplane::process::Process;
 use clusterstack::controlplane::{Binaries, ControlPlane, Options};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::discovery::{ApiCapabilities, Discovery, Scope};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -61,8 +63,7 @@ impl RealCluster {
     /// identity (the audit log records what it does).
     pub async fn start(bins: Binaries) -> RealCluster {
         clusterstack::install_crypto_provider();
-        let options =
-            Options { audit_users: vec![setup::operator_user(OPERATOR_NS)], ..Default::default() };
+        let options = Options { audit_users: vec![setup::operator_user(OPERATOR_NS)], ..Default::default() };
         let cp = ControlPlane::start(bins, options, &mut |step| eprintln!("control plane: {step}"))
             .await
             .unwrap_or_else(|e| panic!("the control plane: {e}"));
@@ -71,9 +72,15 @@ impl RealCluster {
         crds.extend(setup::capi_crds(&cp.binaries().capi_config).expect("Cluster API's CRDs"));
         setup::install_crds(&client, &crds).await.unwrap_or_else(|e| panic!("installing the CRDs: {e}"));
         let operator_kubeconfig = cp.dir().join("operator.kubeconfig");
-        setup::install_operator_identity(&cp, &client, OPERATOR_NS, Duration::from_secs(24 * 3600), &operator_kubeconfig)
-            .await
-            .unwrap_or_else(|e| panic!("the operator's identity: {e}"));
+        setup::install_operator_identity(
+            &cp,
+            &client,
+            OPERATOR_NS,
+            Duration::from_secs(24 * 3600),
+            &operator_kubeconfig,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the operator's identity: {e}"));
         RealCluster { cp, operator_kubeconfig, scratch: tempfile::tempdir().expect("a scratch directory") }
     }
 
@@ -302,10 +309,16 @@ impl Kube {
     }
 
     /// A JSON merge patch as `manager`.
-    pub async fn merge(&self, av: &str, kind: &str, ns: Option<&str>, name: &str, patch: &Value) -> Result<Value, kube::Error> {
+    pub async fn merge(
+        &self,
+        av: &str,
+        kind: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, kube::Error> {
         let api = self.api(av, kind, ns).await;
-        let mut params = PatchParams::default();
-        params.field_manager = Some("clusterstack-e2e".into());
+        let params = PatchParams { field_manager: Some("clusterstack-e2e".into()), ..Default::default() };
         api.patch(name, &params, &Patch::Merge(patch)).await.map(|o| serde_json::to_value(o).unwrap_or_default())
     }
 
@@ -320,7 +333,13 @@ impl Kube {
         if let Some(l) = labels {
             lp = lp.labels(l);
         }
-        api.list(&lp).await.expect("list").items.into_iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect()
+        api.list(&lp)
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap_or_default())
+            .collect()
     }
 
     pub async fn delete(&self, av: &str, kind: &str, ns: Option<&str>, name: &str) {
@@ -408,8 +427,12 @@ pub fn granted(roles: &[Value]) -> BTreeSet<(String, String, String)> {
     out
 }
 
+/// A scenario's body.
+pub type ScenarioFn = fn(Arc<RealCluster>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 /// A scenario: a name and its body.
-pub type Scenario = (&'static str, fn(Arc<RealCluster>) -> Pin<Box<dyn Future<Output = ()> + Send>>);
+pub type Scenario = (&'static str, ScenarioFn);
+/// What runs after every scenario, with each one's name and whether it passed.
+pub type Finally = fn(Arc<RealCluster>, Vec<(String, bool)>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Runs a `harness = false` test binary's scenarios one after the other against one control
 /// plane, like libtest: `cargo test NAME` filters, `--list` lists. A failing scenario prints its
@@ -420,7 +443,7 @@ pub fn run_scenarios(
     binary: &str,
     scenarios: &[Scenario],
     timeout: Duration,
-    finally: Option<fn(Arc<RealCluster>, Vec<(String, bool)>) -> Pin<Box<dyn Future<Output = ()> + Send>>>,
+    finally: Option<Finally>,
 ) -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
@@ -434,7 +457,9 @@ pub fn run_scenarios(
     let exact = args.iter().any(|a| a == "--exact");
     let selected: Vec<&Scenario> = scenarios
         .iter()
-        .filter(|(n, _)| filters.is_empty() || filters.iter().any(|f| if exact { *n == f.as_str() } else { n.contains(f.as_str()) }))
+        .filter(|(n, _)| {
+            filters.is_empty() || filters.iter().any(|f| if exact { *n == f.as_str() } else { n.contains(f.as_str()) })
+        })
         .collect();
     if selected.is_empty() {
         println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed\n");
@@ -457,7 +482,11 @@ pub fn run_scenarios(
                 Ok(Err(_)) => Err(format!("timed out after {timeout:?}")),
                 Err(e) if e.is_panic() => {
                     let p = e.into_panic();
-                    Err(p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())
+                    Err(p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default())
                 }
                 Err(e) => Err(e.to_string()),
             };
@@ -475,7 +504,10 @@ pub fn run_scenarios(
             if let Err(e) = task.await {
                 let message = if e.is_panic() {
                     let p = e.into_panic();
-                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default()
                 } else {
                     e.to_string()
                 };
@@ -510,7 +542,11 @@ fn print_logs(cluster: &RealCluster, since: std::time::SystemTime) {
             .args(["get", what, "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}:{range .status.conditions[*]} {.type}={.status} {.reason}: {.message};{end}{\"\\n\"}{end}"])
             .output();
         if let Ok(out) = out {
-            println!("--- kubectl get {what} -A ---\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            println!(
+                "--- kubectl get {what} -A ---\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
     let mut operators: Vec<PathBuf> = std::fs::read_dir(cluster.scratch.path())
@@ -524,7 +560,8 @@ fn print_logs(cluster: &RealCluster, since: std::time::SystemTime) {
     operators.sort();
     for log in operators.iter().chain(cluster.cp.logs().iter()) {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.contains("grpc: addrConn") && !l.contains("loopback range")).collect();
+        let lines: Vec<&str> =
+            text.lines().filter(|l| !l.contains("grpc: addrConn") && !l.contains("loopback range")).collect();
         let tail = lines[lines.len().saturating_sub(25)..].join("\n");
         println!("--- last lines of {} ---\n{tail}", log.display());
     }

@@ -115,8 +115,14 @@ async fn serve(cp: &ControlPlane, args: &SandboxArgs, releases: &Path, started: 
 
     say("creating the operator's ServiceAccount and RBAC (as install --export grants them)");
     let operator_kubeconfig = cp.dir().join("operator.kubeconfig");
-    setup::install_operator_identity(cp, &client, OPERATOR_NAMESPACE, Duration::from_secs(30 * 24 * 3600), &operator_kubeconfig)
-        .await?;
+    setup::install_operator_identity(
+        cp,
+        &client,
+        OPERATOR_NAMESPACE,
+        Duration::from_secs(30 * 24 * 3600),
+        &operator_kubeconfig,
+    )
+    .await?;
 
     let health = free_port()?;
     let exe = std::env::current_exe().map_err(|e| SandboxError::Other(format!("cannot find this program: {e}")))?;
@@ -173,7 +179,8 @@ struct Examples {
 fn examples(without_capi: bool) -> Result<Examples, SandboxError> {
     let mut objects = Vec::new();
     let mut skipped = Vec::new();
-    let parse = |name: &str, text: &str| setup::parse_yaml(text).map_err(|e| SandboxError::Other(format!("{name}: {e}")));
+    let parse =
+        |name: &str, text: &str| setup::parse_yaml(text).map_err(|e| SandboxError::Other(format!("{name}: {e}")));
     let mut namespaces = std::collections::BTreeSet::new();
     let stack = parse("docs/examples/sandbox/clusterstack.yaml", EXAMPLE_STACK)?;
     let clusters = parse("docs/examples/sandbox/clusters.yaml", EXAMPLE_CLUSTERS)?;
@@ -225,7 +232,10 @@ async fn wait_ready(cp: &ControlPlane, operator: &mut Process, examples: &[Value
         let mut states = Vec::new();
         for (ns, name) in &stacks {
             let api: Api<ClusterStack> = Api::namespaced(client.clone(), ns);
-            let stack = api.get_opt(name).await.map_err(|e| SandboxError::Other(format!("reading ClusterStack {ns}/{name}: {e}")))?;
+            let stack = api
+                .get_opt(name)
+                .await
+                .map_err(|e| SandboxError::Other(format!("reading ClusterStack {ns}/{name}: {e}")))?;
             let condition = stack
                 .as_ref()
                 .and_then(|s| s.status.as_ref())
@@ -268,7 +278,11 @@ fn kubectl(cp: &ControlPlane, args: &[&str]) -> Result<String, SandboxError> {
         .output()
         .map_err(|e| SandboxError::Other(format!("kubectl: {e}")))?;
     if !out.status.success() {
-        return Err(SandboxError::Other(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(SandboxError::Other(format!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }
@@ -276,7 +290,8 @@ fn kubectl(cp: &ControlPlane, args: &[&str]) -> Result<String, SandboxError> {
 /// Waits for Ctrl-C or SIGTERM (then `Ok`), or for the operator to exit (an error).
 async fn wait_for_signal_or_exit(operator: &mut Process) -> Result<(), SandboxError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).map_err(|e| SandboxError::Other(format!("cannot watch SIGTERM: {e}")))?;
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| SandboxError::Other(format!("cannot watch SIGTERM: {e}")))?;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {

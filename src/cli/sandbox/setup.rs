@@ -42,7 +42,8 @@ fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SetupError {
 
 /// Every document of a multi-document YAML file.
 pub fn read_yaml(path: &Path) -> Result<Vec<Value>, SetupError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SetupError::File { path: path.into(), reason: e.to_string() })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SetupError::File { path: path.into(), reason: e.to_string() })?;
     parse_yaml(&text).map_err(|reason| SetupError::File { path: path.into(), reason })
 }
 
@@ -80,16 +81,16 @@ pub async fn apply(client: &Client, objects: &[Value]) -> Result<(), SetupError>
     let discovery = DiscoveryCache::new(client.clone());
     let params = PatchParams::apply(SETUP_MANAGER).force();
     for obj in objects {
-        let (api_version, kind) = (obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
+        let (api_version, kind) =
+            (obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let what = format!("applying {api_version} {kind} {name}");
-        let resolved = discovery
-            .resolve(&gvk)
-            .await
-            .map_err(api(what.clone()))?
-            .ok_or_else(|| SetupError::Invalid(format!("{what}: the server does not serve {api_version} {kind}")))?;
+        let resolved =
+            discovery.resolve(&gvk).await.map_err(api(what.clone()))?.ok_or_else(|| {
+                SetupError::Invalid(format!("{what}: the server does not serve {api_version} {kind}"))
+            })?;
         let dynamic: Api<DynamicObject> = if resolved.namespaced {
             let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default");
             Api::namespaced_with(client.clone(), ns, &resolved.resource)
@@ -122,7 +123,9 @@ pub async fn install_crds(client: &Client, crds: &[Value]) -> Result<(), SetupEr
                 break;
             }
             if start.elapsed() > ESTABLISHED_TIMEOUT {
-                return Err(SetupError::Invalid(format!("CRD {name} is not established after {ESTABLISHED_TIMEOUT:?}")));
+                return Err(SetupError::Invalid(format!(
+                    "CRD {name} is not established after {ESTABLISHED_TIMEOUT:?}"
+                )));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

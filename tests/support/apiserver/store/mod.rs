@@ -100,7 +100,8 @@ pub struct Preconditions {
 
 impl Preconditions {
     pub fn of(options: &Value) -> Self {
-        let field = |f: &str| options.pointer(&format!("/preconditions/{f}")).and_then(Value::as_str).map(str::to_string);
+        let field =
+            |f: &str| options.pointer(&format!("/preconditions/{f}")).and_then(Value::as_str).map(str::to_string);
         Self { uid: field("uid"), resource_version: field("resourceVersion") }
     }
 }

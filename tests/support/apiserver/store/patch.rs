@@ -154,9 +154,10 @@ impl Store {
     pub fn delete(&mut self, rt: &ResourceType, ns: Option<&str>, name: &str, pre: &Preconditions) -> Res<Value> {
         let key = Self::key(rt, ns.unwrap_or(""), name);
         let old = self.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
-        for (what, want, field) in
-            [("UID", pre.uid.as_deref(), "uid"), ("ResourceVersion", pre.resource_version.as_deref(), "resourceVersion")]
-        {
+        for (what, want, field) in [
+            ("UID", pre.uid.as_deref(), "uid"),
+            ("ResourceVersion", pre.resource_version.as_deref(), "resourceVersion"),
+        ] {
             if let Some(want) = want
                 && meta(&old.obj, field).as_deref() != Some(want)
             {
