@@ -57,7 +57,7 @@ pub fn forbidden_message(group: &str, resource: &str, verb: &str) -> String {
     let shown = if group.is_empty() { "\"\" (core)".to_string() } else { format!("{group:?}") };
     format!(
         "{FORBIDDEN_PREFIX} the operator lacks permission group {shown}, resource {resource:?}, verb {verb:?} \
-         (server-side apply needs get, create and patch); grant it with a ClusterRole labelled \
+         (server-side apply needs patch, and create for a new object; pruning needs delete); grant it with a ClusterRole labelled \
          {AGGREGATE_LABEL}: \"true\""
     )
 }

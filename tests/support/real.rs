@@ -150,13 +150,18 @@ pub fn operator_binary() -> PathBuf {
     exe.parent().and_then(Path::parent).map(|d| d.join("clusterstack")).expect("the examples' directory has a parent")
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+/// Two distinct free ports: both listeners are held until both are known (one after the
+/// other, the second bind may be given the port the first just released).
+fn free_ports() -> (u16, u16) {
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let (a, b) = (bind(), bind());
+    let port = |l: &std::net::TcpListener| l.local_addr().expect("a bound port").port();
+    (port(&a), port(&b))
 }
 
 impl RealOperator {
     fn start(cluster: &RealCluster, name: &str, args: &[String]) -> RealOperator {
-        let (metrics_port, health_port) = (free_port(), free_port());
+        let (metrics_port, health_port) = free_ports();
         let cache = (!args.iter().any(|a| a.starts_with("--cache-dir"))).then(|| tempfile::tempdir().expect("a cache"));
         let mut all = vec![
             "operator".to_string(),
@@ -170,6 +175,8 @@ impl RealOperator {
         all.extend(args.iter().cloned());
         let log = cluster.scratch.path().join(format!("operator-{name}-{}.log", rand::random::<u32>()));
         let kubeconfig = cluster.operator_kubeconfig.display().to_string();
+        // `CLUSTERSTACK_E2E_LOG=debug` to see more of the operator when a scenario fails.
+        let filter = std::env::var("CLUSTERSTACK_E2E_LOG").unwrap_or_else(|_| "info".into());
         let process = Process::start(
             name,
             &operator_binary(),
@@ -179,7 +186,7 @@ impl RealOperator {
                 ("KUBECONFIG", kubeconfig.as_str()),
                 ("POD_NAMESPACE", OPERATOR_NS),
                 ("HOSTNAME", name),
-                ("RUST_LOG", "info"),
+                ("RUST_LOG", filter.as_str()),
                 ("NO_COLOR", "1"),
             ],
         )
@@ -322,6 +329,20 @@ impl Kube {
         api.patch(name, &params, &Patch::Merge(patch)).await.map(|o| serde_json::to_value(o).unwrap_or_default())
     }
 
+    /// A JSON merge patch of the status subresource (what a controller of the object writes).
+    pub async fn merge_status(
+        &self,
+        av: &str,
+        kind: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, kube::Error> {
+        let api = self.api(av, kind, ns).await;
+        let params = PatchParams { field_manager: Some("clusterstack-e2e".into()), ..Default::default() };
+        api.patch_status(name, &params, &Patch::Merge(patch)).await.map(|o| serde_json::to_value(o).unwrap_or_default())
+    }
+
     pub async fn get(&self, av: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
         let api = self.api(av, kind, ns).await;
         api.get_opt(name).await.expect("get").map(|o| serde_json::to_value(o).unwrap_or_default())
@@ -381,6 +402,8 @@ pub struct AuditEvent {
     pub uri: String,
     /// The authorizer's decision (`allow`, `forbid`).
     pub decision: String,
+    /// The answer's message (why a request was refused).
+    pub message: String,
 }
 
 /// The events of `user` in an audit log (JSON lines).
@@ -401,6 +424,7 @@ pub fn audit_events(path: &Path, user: &str) -> Vec<AuditEvent> {
                 code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
                 uri: s(&e["requestURI"]),
                 decision: s(&e["annotations"]["authorization.k8s.io/decision"]),
+                message: s(&e["responseStatus"]["message"]),
             }
         })
         .collect()

@@ -268,8 +268,10 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-const MANAGE: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
-const READ: &[&str] = &["get", "list", "watch"];
+/// What the operator does with the objects of a release: applies (server-side apply is a
+/// `patch`, and kube-apiserver also asks for `create` when the object is new), watches, reads,
+/// prunes.
+const MANAGE: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
 
 /// The operator's ClusterRole aggregates every ClusterRole labelled
 /// [`AGGREGATE_LABEL`]`: "true"` (the Cluster API convention): its own
@@ -303,8 +305,16 @@ fn cluster_roles() -> Vec<ClusterRole> {
 /// events, reading CAPI Clusters, reading token Secrets.
 fn core_rules() -> Vec<PolicyRule> {
     let g = api::GROUP;
-    let rules = vec![
-        rule(g, &["clusterstacks", "clusterstackreleases", "clusteraddons", "clusterstackrollouts"], MANAGE),
+    // Exactly what the operator does, no more: `tests/real_operator.rs` compares these rules
+    // with the kube-apiserver audit log of every scenario. Server-side apply is a `patch`, and
+    // also needs `create` when the object is new.
+    vec![
+        rule(g, &["clusterstacks"], &["get", "list", "watch"]),
+        // Created with their finalizer, applied, their finalizer removed, collected.
+        rule(g, &["clusterstackreleases"], &["get", "list", "watch", "create", "patch", "delete"]),
+        // One per Cluster, created by the operator; deleted with the Cluster (owner reference).
+        rule(g, &["clusteraddons"], &["get", "list", "watch", "create"]),
+        rule(g, &["clusterstackrollouts"], &["list", "watch"]),
         rule(
             g,
             &[
@@ -313,7 +323,7 @@ fn core_rules() -> Vec<PolicyRule> {
                 "clusteraddons/status",
                 "clusterstackrollouts/status",
             ],
-            &["get", "update", "patch"],
+            &["patch"],
         ),
         // Setting blockOwnerDeletion on owner references needs update on the owner's finalizers.
         rule(
@@ -321,32 +331,28 @@ fn core_rules() -> Vec<PolicyRule> {
             &["clusterstacks/finalizers", "clusterstackreleases/finalizers", "clusteraddons/finalizers"],
             &["update"],
         ),
-        rule("", &["events"], &["create", "patch"]),
+        // A repeated Event becomes a series: its count is patched.
         rule("events.k8s.io", &["events"], &["create", "patch"]),
-        // GitHub tokens named by `spec.source.github.tokenSecretRef`.
+        // kubeconfig Secrets of workload clusters, GitHub tokens (`spec.source.github.tokenSecretRef`),
+        // verification keys and platform values (`valuesFrom`): read by name, never listed.
         rule("", &["secrets"], &["get"]),
-        rule("cluster.x-k8s.io", &["clusters"], READ),
-        // Rollouts move Clusters: a server-side apply of `spec.topology` class and version only.
-        rule("cluster.x-k8s.io", &["clusters"], &["patch"]),
-        // Addons: platform values, and the control plane and infrastructure cluster of a Cluster
-        // that addon templates see.
         rule("", &["configmaps"], &["get"]),
+        // Rollouts move Clusters: a server-side apply of `spec.topology` class and version only.
+        rule("cluster.x-k8s.io", &["clusters"], &["get", "list", "watch", "patch"]),
+        // A ClusterAddon is owned by its Cluster with blockOwnerDeletion.
+        rule("cluster.x-k8s.io", &["clusters/finalizers"], &["update"]),
+        // Addon templates see a Cluster's control plane and infrastructure cluster.
         // (Providers other than docker add their infrastructure cluster kind here.)
         rule("controlplane.cluster.x-k8s.io", &["kubeadmcontrolplanes"], &["get"]),
         rule("infrastructure.cluster.x-k8s.io", &["dockerclusters", "devclusters"], &["get"]),
-    ];
-    rules
+    ]
 }
 
 /// Leader election, only in the operator's own namespace.
 fn lease_role(namespace: &str) -> Role {
     Role {
         metadata: meta(NAME, Some(namespace)),
-        rules: Some(vec![rule(
-            "coordination.k8s.io",
-            &["leases"],
-            &["get", "list", "watch", "create", "update", "patch"],
-        )]),
+        rules: Some(vec![rule("coordination.k8s.io", &["leases"], &["get", "create", "patch"])]),
     }
 }
 

@@ -257,7 +257,12 @@ async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &Add
     let metadata = release.metadata().map_err(|e| Error::Config(format!("release {tag}: {e}")))?;
     let addon_version = metadata.versions.components.cluster_addon.dotted();
 
-    let due = decide::drift_due(actx.synced_at(&usage.cluster), Timestamp::now(), actx.settings.resync_interval);
+    // A spec change not yet acted on (`valuesFrom`) is due now, as drift correction is.
+    let spec_changed = pass.addon.metadata.generation.is_some()
+        && pass.status.observed_generation.is_some()
+        && pass.addon.metadata.generation != pass.status.observed_generation;
+    let due = spec_changed
+        || decide::drift_due(actx.synced_at(&usage.cluster), Timestamp::now(), actx.settings.resync_interval);
     let decision = decide::decide(&tag, Some(&pass.status), Some(&addon_version), due);
     // `None`: stages run; `Some(due)`: in place, drift correction due or not.
     let in_place = match decision {
@@ -341,12 +346,40 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16, triggers:
         return;
     };
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
+    let spec_changes = cluster_addon_spec_changes(&actx.ctx, version);
     kube::runtime::Controller::for_stream_with(futures::stream::pending::<Result<CapiCluster, _>>(), store, version)
         .reconcile_on(triggers)
+        .reconcile_on(spec_changes)
         .with_config(config)
         .run(reconcile, error_policy, actx)
         .for_each(|_| async {})
         .await;
+}
+
+/// The Clusters whose ClusterAddon's spec changed (a platform team edits `valuesFrom`): a pass
+/// renders with the new values at once rather than at the next drift resync. A watch of the
+/// ClusterAddons' metadata only; the Cluster is the ClusterAddon's owner.
+fn cluster_addon_spec_changes(
+    ctx: &Context,
+    version: crate::controller::runtime::clusters::CapiVersion,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<CapiCluster>> + Send + 'static {
+    use futures::StreamExt;
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::{WatchStreamExt, predicates, watcher};
+    let api: Api<PartialObjectMeta<ClusterAddon>> = match &ctx.settings.watch_namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .filter_map(move |addon| async move {
+            let addon = addon.ok()?;
+            let owner = addon.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "Cluster")?;
+            let ns = addon.metadata.namespace.as_deref()?;
+            Some(kube::runtime::reflector::ObjectRef::new_with(&owner.name, version).within(ns))
+        })
 }
 
 /// Which Cluster changes start a pass: only a change the pass reads (its spec, by generation;

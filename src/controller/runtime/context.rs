@@ -217,6 +217,7 @@ impl Context {
             let found = store.get(&kube::runtime::reflector::ObjectRef::new(&o.name).within(&ns));
             return Ok(found.filter(|s| s.metadata.uid.as_deref() == Some(o.uid.as_str())).map(|s| s.as_ref().clone()));
         }
+        // Without the store (the addon controller's passes, reconcilers driven one at a time): one read.
         match owner {
             Some(o) => {
                 let stacks: kube::Api<ClusterStack> = kube::Api::namespaced(self.client.clone(), &ns);
