@@ -166,8 +166,12 @@ fn ready_condition(input: &StatusInput<'_>) -> Condition {
             Some(r) if !release_ready(r) => {
                 let msg = release_message(r);
                 let phase = release_phase(r);
+                // A message that already names the phase ("downloading release assets: 6
+                // asset(s)...") is not prefixed with it again.
                 problems.push(if msg.is_empty() {
                     format!("{tag}: {phase}")
+                } else if msg.starts_with(phase) {
+                    format!("{tag}: {msg}")
                 } else {
                     format!("{tag}: {phase}: {msg}")
                 });
