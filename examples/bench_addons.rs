@@ -166,7 +166,7 @@ async fn wait(
 
 /// The operator alone, against the management URL the parent passes.
 async fn operator() -> Result<(), Box<dyn std::error::Error>> {
-    let client = common::operator_client()?;
+    let client = common::operator_client().await?;
     let releases = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases");
     let settings = Settings::new(SourceSpec::dir(releases), common::bench_var("BENCH_CACHE")?);
     run(client, settings, RunOptions::default(), CancellationToken::new()).await?;

@@ -13,11 +13,16 @@
 //!
 //! `cargo run --release --example bench_operator -- --stacks 1000 --repos 10 --clusters 5000`
 //! (defaults: 100 stacks, 10 repositories, 500 Clusters, 2 ms, poll 10 s, 20 samples).
+//!
+//! With `--real`, the fleet runs on the double and then on the real control plane built by
+//! `hack/controlplane/build`, and the figures print side by side (`bench_operator/fleet.rs`).
 
 #[path = "common/mod.rs"]
 mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "bench_operator/fleet.rs"]
+mod fleet;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,6 +49,8 @@ struct Size {
     latency: Duration,
     poll: Duration,
     samples: usize,
+    /// `--real`: the fleet on the double and on the real control plane.
+    real: bool,
 }
 
 fn size() -> Result<Size, String> {
@@ -54,8 +61,11 @@ fn size() -> Result<Size, String> {
         latency: Duration::from_millis(2),
         poll: Duration::from_secs(10),
         samples: 20,
+        real: false,
     };
-    for (flag, n) in common::number_flags()? {
+    let (flags, switches) = common::number_flags_and(&["--real"])?;
+    s.real = !switches.is_empty();
+    for (flag, n) in flags {
         match flag.as_str() {
             "--stacks" => s.stacks = n as usize,
             "--repos" => s.repos = (n as usize).max(1),
@@ -155,6 +165,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return operator().await;
     }
     let size = size()?;
+    if size.real {
+        let fleet = fleet::Fleet {
+            stacks: size.stacks,
+            repos: size.repos,
+            clusters: size.clusters,
+            latency: size.latency,
+            poll: size.poll,
+        };
+        return fleet::run(fleet).await;
+    }
 
     let server = ApiServer::start().await;
     for crd in clusterstack::api::all_crds() {
@@ -417,7 +437,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The operator alone, against the URLs the parent passes.
 async fn operator() -> Result<(), Box<dyn std::error::Error>> {
-    let client = common::operator_client()?;
+    let client = common::operator_client().await?;
     let mut settings = Settings::new(SourceSpec::github("acme", "stacks-0"), common::bench_var("BENCH_CACHE")?);
     settings.github =
         GitHubConfig { api_url: common::bench_var("BENCH_GITHUB_URL")?, token: None, include_prereleases: false };

@@ -208,7 +208,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The operator alone, against the URL the parent passes.
 async fn operator() -> Result<(), Box<dyn std::error::Error>> {
-    let client = common::operator_client()?;
+    let client = common::operator_client().await?;
     let releases = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases");
     let mut settings = Settings::new(SourceSpec::dir(releases), common::bench_var("BENCH_CACHE")?);
     settings.resync_interval = Duration::from_secs(3600);

@@ -60,22 +60,37 @@ pub fn bench_var(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|_| format!("{name} is not set"))
 }
 
-/// The operator child's client: the API server double at `BENCH_API_URL`.
-pub fn operator_client() -> Result<kube::Client, Box<dyn std::error::Error>> {
+/// The operator child's client: the kubeconfig at `BENCH_KUBECONFIG` (a real kube-apiserver),
+/// else the API server double at `BENCH_API_URL`.
+pub async fn operator_client() -> Result<kube::Client, Box<dyn std::error::Error>> {
+    if let Ok(path) = std::env::var("BENCH_KUBECONFIG") {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await?;
+        return Ok(kube::Client::try_from(config)?);
+    }
     let config = kube::Config::new(bench_var("BENCH_API_URL")?.parse()?);
     Ok(kube::Client::try_from(config)?)
 }
 
 /// The command line as `--flag N` pairs (every benchmark flag takes a whole number).
 pub fn number_flags() -> Result<Vec<(String, u64)>, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    args.chunks(2)
+    number_flags_and(&[]).map(|(flags, _)| flags)
+}
+
+/// [`number_flags`], and which of `switches` (flags without a value) were given.
+pub fn number_flags_and(switches: &[&str]) -> Result<(Vec<(String, u64)>, Vec<String>), String> {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let (given, args): (Vec<String>, Vec<String>) = all.into_iter().partition(|a| switches.contains(&a.as_str()));
+    let flags = args
+        .chunks(2)
         .map(|pair| {
             let [flag, value] = pair else { return Err(format!("{pair:?}: a flag needs a value")) };
             let n: u64 = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
             Ok((flag.clone(), n))
         })
-        .collect()
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((flags, given))
 }
 
 /// Waits until `check` holds, looking every `every`: how long it took, or `None` past `limit`.

@@ -482,6 +482,15 @@ impl ControlPlane {
     }
 
     /// The log files of its processes.
+    /// The name and process id of each running program (etcd, kube-apiserver,
+    /// kube-controller-manager): benchmarks read their resident memory.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        [&self.etcd, &self.apiserver, &self.controller_manager]
+            .into_iter()
+            .filter_map(|p| lock(p).as_ref().map(|p| (p.name().to_string(), p.pid())))
+            .collect()
+    }
+
     pub fn logs(&self) -> Vec<PathBuf> {
         [&self.etcd, &self.apiserver, &self.controller_manager]
             .into_iter()
