@@ -36,8 +36,17 @@ pub fn yaml_to_value(text: &str) -> Result<Value, String> {
 
 /// [`yaml_to_value`] then [`Value::to_json`], without the template values in between: what a
 /// rendered manifest becomes as an object. The node tree is consumed, so strings move instead of
-/// being copied twice; numbers and keys come out exactly as through `to_json`.
+/// being copied twice; numbers and keys come out exactly as through `to_json`. Most manifests
+/// are read by [`super::fast`]; the rest, and every error, by the general reader.
 pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
+    match super::fast::read_json(text) {
+        Some(value) => Ok(value),
+        None => general_json(text),
+    }
+}
+
+/// [`yaml_to_json`] by the general reader alone.
+pub(super) fn general_json(text: &str) -> Result<serde_json::Value, String> {
     let node = parse_first_document(text).map_err(|e| format!("error converting YAML to JSON: yaml: {e}"))?;
     match node {
         None => Ok(serde_json::Value::Null),
@@ -46,7 +55,7 @@ pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// A float64 as `Value::to_json` writes it: whole numbers below 1e15 as integers.
-fn float_to_json(f: f64) -> serde_json::Value {
+pub(super) fn float_to_json(f: f64) -> serde_json::Value {
     if f.fract() == 0.0 && f.abs() < 1e15 {
         serde_json::Value::from(f as i64)
     } else {
