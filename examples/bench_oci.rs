@@ -35,8 +35,8 @@ fn write_release(dir: &Path, version: u64, target: usize) -> Result<u64, Error> 
     let metadata = ReleaseMetadata {
         versions: Versions {
             cluster_stack: StackVersion::Stable(version),
-            kubernetes: KubernetesVersion { major: 1, minor: 27, patch: 3 },
-            components: Components { cluster_addon: StackVersion::Stable(1), node_image: None },
+            kubernetes: KubernetesVersion { major: 1, minor: 27, patch: 3, build: None },
+            components: Components { cluster_addon: StackVersion::Stable(1), node_image: None, cluster_class: None },
         },
     };
     std::fs::write(dir.join("metadata.yaml"), metadata.to_yaml())?;

@@ -118,8 +118,8 @@ fn publish(dir: &Path, target: usize) -> Result<(usize, usize, f64), Box<dyn std
     let metadata = ReleaseMetadata {
         versions: Versions {
             cluster_stack: StackVersion::Stable(1),
-            kubernetes: KubernetesVersion { major: 1, minor: 27, patch: 3 },
-            components: Components { cluster_addon: StackVersion::Stable(1), node_image: None },
+            kubernetes: KubernetesVersion { major: 1, minor: 27, patch: 3, build: None },
+            components: Components { cluster_addon: StackVersion::Stable(1), node_image: None, cluster_class: None },
         },
     };
     std::fs::write(dir.join("asset-1"), metadata.to_yaml())?;

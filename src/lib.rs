@@ -6,12 +6,14 @@
 //! (where releases come from, the verified cache), [`render`] (charts to
 //! objects), [`package`] (a stack source to a release), [`apply`] (objects to
 //! a cluster), [`provider`] (node images), [`controller`] (the reconcile
-//! loops), then the command line in [`cli`].
+//! loops), then the command line in [`cli`]. [`controlplane`] starts a real local Kubernetes
+//! control plane for `clusterstack sandbox` and the end-to-end tests.
 
 pub mod api;
 pub mod apply;
 pub mod cli;
 pub mod controller;
+pub mod controlplane;
 pub mod package;
 pub mod provider;
 pub mod registry;

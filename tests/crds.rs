@@ -92,7 +92,23 @@ fn defaults_and_validation_are_in_the_schema() {
     let spec = &schema("clusterstacks")["properties"]["spec"];
     let props = &spec["properties"];
     assert_eq!(props["channel"]["default"], "stable");
-    assert_eq!(props["channel"]["enum"], json!(["stable", "custom"]));
+    // `stable`, `custom` (the Go operator's two) or a pre-release channel's name (`ttl`).
+    let channel = pattern(&props["channel"]);
+    for good in ["stable", "custom", "ttl", "alpha2"] {
+        assert!(channel.is_match(good), "{good}");
+        assert!(clusterstack::api::Channel::parse(good).is_ok(), "{good}");
+    }
+    for bad in ["", "Stable", "t-tl", "2ttl", "v0-ttl"] {
+        assert!(!channel.is_match(bad), "{bad}");
+        assert!(clusterstack::api::Channel::parse(bad).is_err(), "{bad}");
+    }
+    let name = pattern(&props["name"]);
+    for good in ["scs", "scs2", "scs-hcp", "a-1-b"] {
+        assert!(name.is_match(good), "{good}");
+    }
+    for bad in ["-scs", "scs-", "scs--hcp", "Scs", "scs_hcp"] {
+        assert!(!name.is_match(bad), "{bad}");
+    }
     assert_eq!(props["autoSubscribe"]["default"], true);
     assert_eq!(props["noProvider"]["default"], false);
     assert_eq!(props["provider"]["minLength"], 1);

@@ -441,3 +441,43 @@ fn an_object_rendered_twice_prints_twice_as_in_helm_with_a_warning() {
     assert!(theirs.status.success(), "{}", String::from_utf8_lossy(&theirs.stderr));
     assert_eq!(String::from_utf8_lossy(&ours.stdout), String::from_utf8_lossy(&theirs.stdout));
 }
+
+/// `Chart.yaml` has one reader on every path (`helm_render::chart_yaml`), as helm reads it: a
+/// repeated key's last value counts for a cluster-class chart (its release is named by it), an
+/// addon and a chart rendered as `helm template`, where it was refused on some paths before.
+#[test]
+fn a_chart_yaml_repeating_keys_reads_as_in_helm_on_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart_yaml = "apiVersion: v2\nname: docker-x-1-30-cluster-class\nversion: v1\ndescription: one\ndescription: two\nversion: v2\n";
+    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Version }}\ndata:\n  description: {{ .Chart.Description }}\n";
+    write(
+        dir.path(),
+        &[
+            ("docker-x-1-30-cluster-class/Chart.yaml", chart_yaml),
+            ("docker-x-1-30-cluster-class/templates/cm.yaml", template),
+            ("bundle/cni/Chart.yaml", "apiVersion: v2\nname: cni\nname: cni\nversion: v1\n"),
+            ("bundle/cni/templates/cm.yaml", template),
+            ("cluster.yaml", "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata:\n  name: wl-1\n"),
+        ],
+    );
+    let class = dir.path().join("docker-x-1-30-cluster-class");
+    let ours = objects(&run(&["render", class.to_str().unwrap(), "-o", "json"]));
+    assert_eq!(ours[0]["metadata"]["name"], "docker-x-1-30-v2");
+    assert_eq!(ours[0]["data"]["description"], "two");
+
+    let addon = dir.path().join("bundle/cni");
+    let cluster = dir.path().join("cluster.yaml");
+    let args = ["render", addon.to_str().unwrap(), "--tag", "docker-x-1-30-v1", "--addons", "--cluster"];
+    let ours = objects(&run(&[&args[..], &[cluster.to_str().unwrap(), "-o", "json"]].concat()));
+    assert_eq!(ours[0]["metadata"]["name"], "cluster-addon-v1");
+
+    let args = ["rel", class.to_str().unwrap()];
+    let ours = objects(&run(&[&["render"], &args[..], &["-o", "json"]].concat()));
+    let Some(helm) = helm() else { return };
+    let out = Command::new(helm).arg("template").args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut theirs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    theirs.retain(|d| !d.is_null());
+    assert_eq!(ours, theirs);
+}

@@ -42,7 +42,10 @@ fn example_cluster() -> ClusterObjects {
 
 fn addons_request(bundle: &Path) -> Request {
     let values = BTreeMap::from([("cni".to_string(), serde_json::json!({"extra": "platform"}))]);
-    Request { addons: Some(AddonsJob { cluster: example_cluster(), addon_values: values }), ..request(bundle) }
+    Request {
+        addons: Some(AddonsJob { cluster: example_cluster(), addon_values: values, release_values: None }),
+        ..request(bundle)
+    }
 }
 
 fn hostile_chart(dir: &Path, template: &str) -> PathBuf {

@@ -13,7 +13,7 @@ use clusterstack::source::SourceSpec;
 use serde_json::{Value, json};
 use support::ApiServer;
 use support::RequestMatch;
-use support::operator::Operator;
+use support::operator::{Operator, POLL};
 use support::topology::{FAIL_LABEL, Seen, Topology};
 
 const NS: &str = "stacks";
@@ -30,7 +30,7 @@ fn releases_dir() -> PathBuf {
 
 fn settings(cache: &Path) -> Settings {
     let mut s = Settings::new(SourceSpec::dir(releases_dir()), cache);
-    s.poll_interval = Duration::from_secs(1);
+    s.poll_interval = POLL;
     s.resync_interval = Duration::from_secs(3600);
     s.backoff.base = Duration::from_millis(100);
     s.backoff.cap = Duration::from_secs(1);
@@ -421,11 +421,13 @@ async fn the_way_back_of_an_unfinished_rollout_is_kept() {
     wait_for("moved", || class_of(&server, "c0") == "docker-ferrol-1-27-v2").await;
     // Unpin v1: no Cluster uses it, but the rollout may move c0 back to it.
     server.edit_object(CS, "ClusterStack", Some(NS), "ferrol", |s| s["spec"]["versions"] = json!(["v2"]));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(
+    // The edit reaches the stack at once, and every poll (1 s here) decides again: two polls'
+    // time is watched.
+    support::operator::holds_for("v1 kept while the rollout may move back to it", 2 * POLL, || {
         server
             .get_object(CS, "ClusterStackRelease", Some(NS), "docker-ferrol-1-27-v1")
             .is_some_and(|r| r["metadata"]["deletionTimestamp"].is_null())
-    );
+    })
+    .await;
     op.stop().await;
 }

@@ -15,8 +15,8 @@ use support::ApiServer;
 use support::fixtures::load_yaml;
 use support::github::{FakeGitHub, Route};
 use support::operator::{
-    NS, Operator, WAIT, WORKLOADS, cluster, publish, ready_in, release_in, releases_dir, server, settings, stack_in,
-    wait_within,
+    NS, Operator, WAIT, WORKLOADS, cluster, holds_for, publish, ready_in, release_in, releases_dir, server, settings,
+    stack_in, wait_within,
 };
 
 /// What "within seconds" means here.
@@ -98,10 +98,10 @@ async fn clusters_moving_class_and_going_are_seen_within_seconds() {
     wait_within("v3 ready", WAIT, || ready_in(&server, NS, V3)).await;
     server.put_object(cluster("dev", WORKLOADS, "docker-ferrol-1-27-v1"));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // Unpinned: v1 stays while the Cluster uses it.
+    // Unpinned: v1 stays while the Cluster uses it. The edit reaches the stack by its watch, so a
+    // wrong deletion would come within a reaction's time: that long is watched.
     server.put_object(stack_in(NS, "ferrol", &[], true, "1h"));
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(release_in(&server, NS, "docker-ferrol-1-27-v1").is_some(), "v1 is in use and must stay");
+    holds_for("v1 in use kept", REACTION, || release_in(&server, NS, "docker-ferrol-1-27-v1").is_some()).await;
     // The Cluster moves to v3: v1 goes within seconds.
     server.put_object(cluster("dev", WORKLOADS, V3));
     let took = wait_within("v1 deleted after the Cluster moved", REACTION, || {
@@ -113,8 +113,9 @@ async fn clusters_moving_class_and_going_are_seen_within_seconds() {
     // A release deleted by hand waits for its Cluster, and goes within seconds of the Cluster.
     let api: kube::Api<clusterstack::api::ClusterStackRelease> = kube::Api::namespaced(server.client(), NS);
     api.delete(V3, &Default::default()).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(release_in(&server, NS, V3).is_some(), "in use: waits");
+    // The deletion reaches the release by its watch: a wrong removal would come within a
+    // reaction's time.
+    holds_for("v3 in use waits", REACTION, || release_in(&server, NS, V3).is_some()).await;
     let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
         server.client(),
         "workloads",
@@ -285,7 +286,8 @@ async fn the_cache_drops_a_release_after_the_grace_period_never_while_another_na
     let server = server().await;
     let cache = tempfile::tempdir().unwrap();
     let mut s = settings(SourceSpec::dir(releases_dir()), cache.path());
-    s.cache_grace = Duration::from_secs(1);
+    let grace = Duration::from_secs(1);
+    s.cache_grace = grace;
     let op = Operator::start(&server, s);
     for ns in ["team-a", "team-b"] {
         server.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
@@ -299,8 +301,12 @@ async fn the_cache_drops_a_release_after_the_grace_period_never_while_another_na
     server.put_object(stack_in("team-a", "ferrol", &[], true, "1h"));
     wait_within("v2 deleted in team-a", WAIT, || release_in(&server, "team-a", "docker-ferrol-1-27-v2").is_none())
         .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string()), "team-b still uses v2");
+    // A wrong removal would come within the grace period and one collector tick (both 1 s
+    // here); twice that is watched.
+    holds_for("v2 kept in the cache while team-b uses it", 2 * (grace + Duration::from_secs(1)), || {
+        cached_tags(cache.path()).contains(&"docker-ferrol-1-27-v2".to_string())
+    })
+    .await;
     // Nobody references it any more: removed after the grace period; v3 stays.
     server.put_object(stack_in("team-b", "ferrol", &[], true, "1h"));
     wait_within("v2 removed from the cache", Duration::from_secs(10), || {
@@ -344,8 +350,9 @@ async fn a_provider_object_regressing_reaches_its_release_within_seconds() {
         server.get_object(INFRA, "DockerClusterStackRelease", Some(NS), V3).is_some()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!ready_in(&server, NS, V3), "not ready before the provider says so");
+    // Readiness reaches the release by the watch on the provider object: a wrong one would come
+    // within a reaction's time.
+    holds_for("not ready before the provider says so", REACTION, || !ready_in(&server, NS, V3)).await;
     set_provider_ready(&server, true);
     let took = wait_within("the release ready after its provider object", REACTION, || ready_in(&server, NS, V3)).await;
     println!("provider ready reached the release in {took:?}");

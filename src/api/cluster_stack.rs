@@ -37,8 +37,9 @@ pub struct ClusterStackSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("provider is immutable"))]
     pub provider: String,
 
-    /// Name of the cluster stack, e.g. `ferrol` or `scs`. Contains no `-`. Immutable.
-    #[schemars(length(min = 1), pattern(r"^[a-z0-9]+$"))]
+    /// Name of the cluster stack, e.g. `ferrol`, `scs` or `scs-hcp`: lowercase letters and digits,
+    /// in parts joined by single `-`. Immutable.
+    #[schemars(length(min = 1), pattern(r"^[a-z0-9]+(-[a-z0-9]+)*$"))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("name is immutable"))]
     pub name: String,
 
@@ -47,8 +48,9 @@ pub struct ClusterStackSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("kubernetesVersion is immutable"))]
     pub kubernetes_version: String,
 
-    /// Release channel: `stable` follows versions `vN`; `custom` follows
-    /// non-stable versions such as `v0-sha.abc123` or `v1-alpha.3`. Immutable.
+    /// Release channel: `stable` follows versions `vN`; `custom` keeps the pinned non-stable
+    /// versions such as `v0-sha.abc123` or `v1-alpha.3`; a channel name (`ttl`, `alpha`)
+    /// follows that channel's versions (`v0-ttl.1712345678`), newest by their number. Immutable.
     #[serde(default)]
     #[x_kube(validation = Rule::new("self == oldSelf").message("channel is immutable"))]
     pub channel: Channel,
@@ -86,29 +88,128 @@ pub struct ClusterStackSpec {
     /// Stop all changes for this stack: no polling, no release created or deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// Require signed releases: whose signatures, proved against which trusted root. Without it
+    /// (and without the operator's `--verify-policy`), releases are checked by digest only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<super::VerifySpec>,
 }
 
 fn default_true() -> bool {
     true
 }
 
-/// Release channel of a ClusterStack.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
+/// Release channel of a ClusterStack: `stable` (versions `vN`), `custom` (every non-stable
+/// version; pinned only, it has no order), or the name of one pre-release channel (`ttl`,
+/// `alpha`...): its versions `vN-<channel>.<id>`, ordered by N, then by the id as a number (the
+/// stack repository's development builds `v0-ttl.<unix time>` by their time), whose newest
+/// `autoSubscribe` keeps. So a development build is never taken by auto-subscribe unless the
+/// ClusterStack asks for its channel.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Channel {
     /// Stable versions `vN`.
     #[default]
     Stable,
-    /// Non-stable versions `vN-<channel>.<id>`.
+    /// Non-stable versions `vN-<channel>.<id>`, of any channel.
     Custom,
+    /// The versions `vN-<name>.<id>` of one pre-release channel.
+    Named(String),
+}
+
+impl Channel {
+    /// The channel's name as written in `spec.channel`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Channel::Stable => "stable",
+            Channel::Custom => "custom",
+            Channel::Named(name) => name,
+        }
+    }
+
+    /// Parses `spec.channel`: `stable`, `custom` or a channel name (a lowercase letter, then
+    /// lowercase letters and digits, as in a version's `<channel>`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "stable" => Ok(Channel::Stable),
+            "custom" => Ok(Channel::Custom),
+            name if name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) =>
+            {
+                Ok(Channel::Named(name.to_string()))
+            }
+            other => Err(format!(
+                "channel {other:?} is not stable, custom or a channel name (lowercase letters and digits, e.g. ttl)"
+            )),
+        }
+    }
+
+    /// Whether `version` belongs to this channel.
+    pub fn admits(&self, version: &crate::release::StackVersion) -> bool {
+        use crate::release::StackVersion;
+        match (self, version) {
+            (Channel::Stable, v) => v.is_stable(),
+            (Channel::Custom, v) => !v.is_stable(),
+            (Channel::Named(name), StackVersion::PreRelease { channel, .. }) => channel == name,
+            (Channel::Named(_), StackVersion::Stable(_)) => false,
+        }
+    }
+
+    /// The newest of `items` (by their `version`) in this channel: the highest `vN` for
+    /// `stable`; for a named channel the highest N, then the highest id read as a number (ids
+    /// that are not numbers, such as content hashes, have no order and are never the newest);
+    /// none for `custom`, whose versions of different channels cannot be compared.
+    pub fn newest<T>(
+        &self,
+        items: impl IntoIterator<Item = T>,
+        version: impl Fn(&T) -> &crate::release::StackVersion,
+    ) -> Option<T> {
+        use crate::release::StackVersion;
+        let rank = |v: &StackVersion| -> Option<(u64, u64)> {
+            match (self, v) {
+                (Channel::Stable, StackVersion::Stable(n)) => Some((*n, 0)),
+                (Channel::Named(name), StackVersion::PreRelease { major, channel, id }) if channel == name => {
+                    id.parse::<u64>().ok().map(|id| (*major, id))
+                }
+                _ => None,
+            }
+        };
+        items
+            .into_iter()
+            .filter_map(|item| rank(version(&item)).map(|r| (r, item)))
+            .max_by_key(|(r, _)| *r)
+            .map(|(_, i)| i)
+    }
 }
 
 impl std::fmt::Display for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Channel::Stable => "stable",
-            Channel::Custom => "custom",
-        })
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Channel {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Channel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Channel::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for Channel {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Channel".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": "^[a-z][a-z0-9]*$"})
     }
 }
 

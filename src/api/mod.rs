@@ -10,6 +10,7 @@ mod cluster_stack_rollout;
 mod common;
 pub mod conditions;
 mod crds;
+mod verify;
 
 pub use cluster_addon::{AddonValuesRef, ClusterAddon, ClusterAddonSpec, ClusterAddonStatus, StageStatus};
 pub use cluster_stack::{
@@ -25,6 +26,7 @@ pub use cluster_stack_rollout::{
 };
 pub use common::{Condition, ObjectRef, ResourceStatus, SyncStatus};
 pub use crds::{all_crds, crd_file_name, crd_yaml, crds_yaml};
+pub use verify::{KeyRef, KeySource, TrustedRootSource, VerifyIdentity, VerifyKind, VerifySpec};
 
 /// The API group of every resource here.
 pub const GROUP: &str = "clusterstack.x-k8s.io";

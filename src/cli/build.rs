@@ -39,7 +39,7 @@ pub fn run(args: BuildArgs) -> Result<(), CliError> {
     let cache = args.cache.unwrap_or_else(super::pull::default_cache_dir);
     let insecure = std::env::var(crate::source::oci::ENV_INSECURE_REGISTRIES).unwrap_or_default();
     let deps = DependencyOptions {
-        cache_dir: Some(cache.join("helm-charts")),
+        cache_dir: Some(cache.join(crate::package::deps::DOWNLOAD_CACHE_DIR)),
         mirrors: args.helm_repo_mirror,
         insecure_registries: insecure.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect(),
         ..Default::default()

@@ -56,6 +56,7 @@ pub async fn run(args: DiffArgs) -> Result<bool, CliError> {
     let render_args = RenderArgs {
         args: vec![args.release.clone()],
         source: args.source.clone(),
+        verify: Default::default(),
         cache: args.cache.clone(),
         tag: None,
         namespace: args.namespace.clone(),
@@ -179,7 +180,10 @@ async fn diff_addons(
         let v = addon::render::read_values_ref(management, &cluster.namespace, r).await.map_err(CliError::Usage)?;
         render::merge_values(values.entry(r.addon.clone()).or_insert_with(|| serde_json::json!({})), v);
     }
-    let mut ctx = RenderContext::new(&charts.id, &cluster.namespace).with_cluster(objects).with_addon_values(values);
+    let mut ctx = RenderContext::new(&charts.id, &cluster.namespace)
+        .with_cluster(objects)
+        .with_addon_values(values)
+        .with_release_values(charts.release_values.clone());
     if let Some(kube) = &charts.kube_version {
         ctx = ctx.with_kube_version(kube.as_str());
     }

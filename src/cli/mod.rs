@@ -9,6 +9,9 @@ pub mod describe_tree;
 pub mod diff;
 mod install;
 pub use install::MALLOC_ARENA_MAX;
+/// The operator's ServiceAccount (and ClusterRole) name, as `install --export` writes it.
+pub use install::NAME as OPERATOR_SERVICE_ACCOUNT;
+pub use install::rbac as install_rbac;
 mod install_hooks;
 mod install_monitoring;
 pub mod operator;
@@ -18,7 +21,10 @@ pub mod publish;
 pub mod pull;
 pub mod releases;
 mod render;
+pub mod sandbox;
 pub mod source_args;
+pub mod verify_args;
+pub mod verify_bundle;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -66,11 +72,18 @@ pub enum Command {
     Pull(pull::PullArgs),
     /// Push a built release directory to an OCI registry as an ORAS-style artifact.
     Publish(publish::PublishArgs),
+    /// Verify a Sigstore bundle against an artifact, offline (the conformance suite's protocol).
+    VerifyBundle(verify_bundle::VerifyBundleArgs),
+    /// Generate a key pair for `publish --sign --key` (ECDSA P-256, PEM).
+    Keygen(publish::KeygenArgs),
     /// Show what applying a release would change in the cluster (dry-run server-side apply);
     /// exits 0 when nothing would change, 1 when something would, 2 on an error.
     Diff(diff::DiffArgs),
     /// Show one tree of a ClusterStack's state (releases, Clusters, addons, rollout), or of a Cluster's.
     Describe(describe::DescribeArgs),
+    /// The main job on a real local control plane (built from pinned Go modules on first use):
+    /// the operator on the bundled releases, the examples applied; runs until Ctrl-C.
+    Sandbox(sandbox::SandboxArgs),
     /// Run the controllers (in a cluster, or against the cluster of the kubeconfig).
     Operator(Box<crate::controller::runtime::config::OperatorArgs>),
 }
@@ -90,6 +103,8 @@ pub enum CliError {
     Source(#[from] source_args::SourceCliError),
     #[error(transparent)]
     Operator(#[from] operator::OperatorError),
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
     #[error("could not write {path}")]
     Write {
         path: String,
@@ -151,6 +166,9 @@ pub async fn run(cli: Cli) -> Result<bool, CliError> {
         Command::Releases(args) => Ok(releases::run(args).await?),
         Command::Pull(args) => Ok(pull::run(args).await?),
         Command::Publish(args) => Ok(publish::run(args).await?),
+        Command::VerifyBundle(args) => Ok(verify_bundle::run(args)?),
+        Command::Keygen(args) => Ok(publish::keygen(args)?),
+        Command::Sandbox(args) => Ok(sandbox::run(args).await?),
         Command::Operator(args) => Ok(operator::run(*args).await?),
     };
     result.map(|()| false)

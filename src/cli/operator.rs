@@ -22,6 +22,8 @@ pub enum OperatorError {
     Kube(#[source] kube::Error),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error("--verify-policy {path}: {message}")]
+    VerifyPolicy { path: String, message: String },
 }
 
 /// The controllers' settings from the command line.
@@ -40,6 +42,11 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.shard = args.shard.clone().filter(|s| !s.is_empty());
     settings.cache_grace = args.cache_grace;
     settings.directory_roots = DirectoryRoots::new(&args.allowed_directory_roots, &args.cache_dir);
+    if let Some(path) = &args.verify_policy {
+        let bad = |message: String| OperatorError::VerifyPolicy { path: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        settings.verify_policy = Some(serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?);
+    }
     if !settings.directory_roots.enabled() {
         tracing::info!("no --allowed-directory-roots: ClusterStacks with spec.source.directory are refused");
     }
@@ -50,6 +57,11 @@ pub fn settings(args: &OperatorArgs) -> Result<Settings, OperatorError> {
     settings.gate.deadline = args.node_image_deadline;
     settings.addon_wait_deadline = args.addon_wait_deadline;
     settings.max_objects_per_release = args.max_objects_per_release as usize;
+    settings.chart_dependencies.mirrors = args.helm_repo_mirror.clone();
+    settings.chart_dependencies.registry.endpoints = args.registry_endpoints.clone().unwrap_or_default();
+    let insecure = std::env::var(crate::source::oci::ENV_INSECURE_REGISTRIES).unwrap_or_default();
+    settings.chart_dependencies.insecure_registries =
+        insecure.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
     Ok(settings)
 }
 

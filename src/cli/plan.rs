@@ -36,6 +36,8 @@ pub struct PlanArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub verify: super::verify_args::VerifyArgs,
     /// A YAML file with the CAPI Clusters (any namespace); releases whose
     /// ClusterClass they use are kept.
     #[arg(long)]
@@ -125,7 +127,8 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
     let github = GitHubClient::new(args.source.github_config()?).map_err(SourceCliError::from)?;
     let cache = if args.render {
         Some(
-            ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
+            args.source
+                .release_cache(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
                 .map_err(SourceCliError::from)?,
         )
     } else {
@@ -156,7 +159,8 @@ pub async fn run(args: PlanArgs) -> Result<(), CliError> {
         let plan = keep::plan(stack, ids.as_deref(), &existing, &usages);
         let mut report = report_of(stack, &key, listing, &plan);
         if let (Some(cache), Ok(listing)) = (&cache, listing) {
-            render_kept(&mut report, stack, source, listing, cache).await?;
+            let signature = args.verify.policy(stack.spec.verify.as_ref())?;
+            render_kept(&mut report, stack, source, listing, cache, signature.as_ref()).await?;
         }
         reports.push(report);
     }
@@ -270,12 +274,17 @@ async fn render_kept(
     source: &AnySource,
     listing: &Listing,
     cache: &ReleaseCache,
+    signature: Option<&crate::source::verify::policy::ReleasePolicy>,
 ) -> Result<(), CliError> {
     let namespace = stack.namespace().unwrap_or_else(|| "default".to_string());
     for release in report.releases.iter_mut().filter(|r| r.action != Action::Delete) {
         // A release kept only because a Cluster uses it may no longer be published.
         let Some(listed) = listing.releases.iter().find(|l| l.tag == release.name) else { continue };
-        let fetched = cache.fetch(source, listed, FetchPolicy::default()).await.map_err(SourceCliError::from)?;
+        let progress = crate::source::NoProgress;
+        let fetched = cache
+            .fetch_signed(source, listed, FetchPolicy::default(), signature, &progress)
+            .await
+            .map_err(SourceCliError::from)?;
         fetched.metadata().map_err(SourceCliError::from)?;
         let ctx = RenderContext::new(&fetched.id, &namespace);
         release.objects = Some(render::render_cluster_class(&fetched.cluster_class_chart_dir(), &ctx)?);

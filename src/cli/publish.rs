@@ -14,6 +14,8 @@ use super::pull::BarProgress;
 use super::source_args::SourceCliError;
 use crate::registry::RegistryClient;
 use crate::source::oci::{self, OciOptions};
+use crate::source::verify::cosign;
+use crate::source::verify::sign::{KeySigner, sign_release_dir};
 use crate::source::{NoProgress, Progress, SourceError, SourceSpec};
 
 #[derive(Debug, clap::Args)]
@@ -34,6 +36,21 @@ pub struct PublishArgs {
     /// `REPOSITORY/<chart name>`, tagged with the chart version (default of `--tag`).
     #[arg(long)]
     pub chart: bool,
+    /// The artifact's form: `clusterstack` (the default: `application/vnd.clusterstack.release`,
+    /// as Sovereign Cloud Stack's stack repository pushes releases with oras), `csctl`
+    /// (`application/vnd.scs.cluster-stacks.v1` with csctl's media type per file), or another
+    /// artifact type. The operator reads each.
+    #[arg(long, default_value = "clusterstack", value_parser = oci::ArtifactForm::parse)]
+    pub artifact_type: oci::ArtifactForm,
+    /// Sign what is published: a Sigstore bundle `<file>.sigstore.json` for every file (pushed
+    /// with the release), and a cosign signature of the release's manifest where cosign looks
+    /// (the tag `sha256-<digest>.sig`). Needs `--key`.
+    #[arg(long, requires = "key")]
+    pub sign: bool,
+    /// The signing key: an unencrypted PKCS#8 PEM ECDSA P-256 key (`clusterstack keygen`). No
+    /// transparency log is written to (air-gapped): verifiers set `ignoreTransparencyLog: true`.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
 }
 
 pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
@@ -60,8 +77,74 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
     let base = oci::registry_base_url(host, &options.insecure);
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(NoProgress) };
-    let digest = oci::publish(&client, host, repository, &base, &tag, &args.release_dir, progress.as_ref()).await?;
+    let signer = match (&args.sign, &args.key) {
+        (true, Some(path)) => {
+            let pem =
+                std::fs::read_to_string(path).map_err(|e| SourceCliError::Usage(format!("{}: {e}", path.display())))?;
+            let signer =
+                KeySigner::from_pem(&pem).map_err(|e| SourceCliError::Usage(format!("{}: {e}", path.display())))?;
+            // The bundles are files of the release, pushed with it.
+            let written = sign_release_dir(&args.release_dir, &signer).map_err(SourceCliError::Output)?;
+            eprintln!("signed {} file(s) of {}", written.len(), args.release_dir.display());
+            Some(signer)
+        }
+        _ => None,
+    };
+    let digest = oci::publish_as(
+        &client,
+        host,
+        repository,
+        &base,
+        &tag,
+        &args.release_dir,
+        progress.as_ref(),
+        &args.artifact_type,
+    )
+    .await?;
     println!("{spec}:{tag}@{digest}");
+    if let Some(signer) = signer {
+        let payload = cosign::payload(&format!("{host}/{repository}"), &digest);
+        let annotations = cosign::keyed_annotations(&signer, &payload).map_err(SourceCliError::Output)?;
+        let layer = cosign::SignatureLayer { payload, annotations };
+        let sig_tag = oci::push_cosign_signatures(&client, host, repository, &base, &digest, &[layer]).await?;
+        println!("{spec}:{sig_tag}");
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct KeygenArgs {
+    /// Writes PREFIX.key (the private key, PKCS#8 PEM, mode 0600) and PREFIX.pub (the public key).
+    #[arg(default_value = "cosign")]
+    pub prefix: PathBuf,
+}
+
+/// `clusterstack keygen`: a key pair for `publish --sign --key` (ECDSA P-256).
+pub fn keygen(args: KeygenArgs) -> Result<(), SourceCliError> {
+    let generated = KeySigner::generate().map_err(SourceCliError::Output)?;
+    let private = args.prefix.with_extension("key");
+    let public = args.prefix.with_extension("pub");
+    for path in [&private, &public] {
+        if path.exists() {
+            return Err(SourceCliError::Usage(format!("{} exists; not overwritten", path.display())));
+        }
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let write = |path: &std::path::Path, text: &str, options: &std::fs::OpenOptions| {
+        use std::io::Write;
+        options
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(|e| SourceCliError::Output(format!("{}: {e}", path.display())))
+    };
+    write(&private, &generated.private_pem, &options)?;
+    let mut public_options = std::fs::OpenOptions::new();
+    public_options.write(true).create_new(true);
+    write(&public, &generated.public_pem, &public_options)?;
+    println!("private key {} (keep it secret), public key {}", private.display(), public.display());
     Ok(())
 }
 
@@ -84,7 +167,7 @@ pub fn pack_chart(dir: &std::path::Path) -> Result<PackedChart, SourceCliError> 
     let chart_yaml = files
         .get("Chart.yaml")
         .ok_or_else(|| SourceCliError::Usage(format!("{}: no Chart.yaml: not a Helm chart", dir.display())))?;
-    let metadata: serde_json::Value = serde_saphyr::from_slice(chart_yaml)
+    let (_, metadata) = helm_render::chart_yaml::read(chart_yaml)
         .map_err(|e| SourceCliError::Usage(format!("{}/Chart.yaml: {e}", dir.display())))?;
     let field = |key: &str| {
         metadata[key]

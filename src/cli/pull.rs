@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::source::{FetchPolicy, Progress, ReleaseCache, ReleaseSource};
+use crate::source::{FetchPolicy, Progress, ReleaseSource};
 
 use super::source_args::{SourceArgs, SourceCliError};
 
@@ -22,6 +22,8 @@ pub struct PullArgs {
     /// Refuse a release for which some asset has no known digest.
     #[arg(long, env = "CLUSTERSTACK_REQUIRE_VERIFIED")]
     pub require_verified: bool,
+    #[command(flatten)]
+    pub verify: super::verify_args::VerifyArgs,
 }
 
 /// The default cache directory.
@@ -35,7 +37,7 @@ pub fn default_cache_dir() -> PathBuf {
 pub async fn run(args: PullArgs) -> Result<(), SourceCliError> {
     let source = args.source.open()?;
     let listing = source.list().await?;
-    let release = listing.releases.iter().find(|r| r.tag == args.tag).ok_or_else(|| {
+    let release = listing.find(&args.tag).ok_or_else(|| {
         let hint = if listing.skipped.contains(&args.tag) {
             "the tag is there but is not a cluster-stack release".to_string()
         } else {
@@ -43,17 +45,21 @@ pub async fn run(args: PullArgs) -> Result<(), SourceCliError> {
         };
         SourceCliError::NotFound { tag: args.tag.clone(), source_name: source.name(), hint }
     })?;
-    let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(default_cache_dir))?;
+    let cache = args.source.release_cache(args.cache.clone().unwrap_or_else(default_cache_dir))?;
     let policy = FetchPolicy { require_verified: args.require_verified };
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(LineProgress) };
-    let fetched = cache.fetch_with_progress(&source, release, policy, progress.as_ref()).await?;
+    let signature = args.verify.policy(None)?;
+    let fetched = cache.fetch_signed(&source, release, policy, signature.as_ref(), progress.as_ref()).await?;
 
     let mut out = String::new();
     out.push_str(&format!("release   {}\n", fetched.tag()));
     out.push_str(&format!("source    {}\n", fetched.source));
     out.push_str(&format!("directory {}\n", fetched.dir.display()));
     out.push_str(&format!("state     {}{}\n", fetched.verification, if fetched.downloaded { "" } else { " (cached)" }));
+    if let Some(record) = &fetched.manifest().signature {
+        out.push_str(&format!("signed    by {} (trusted root {})\n", record.signer, record.root));
+    }
     for asset in &fetched.assets {
         let by = match asset.verified_by {
             crate::source::cache::VerifiedBy::Digest => "digest",

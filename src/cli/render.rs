@@ -14,7 +14,7 @@ use crate::package::build::{cluster_addon_asset, cluster_class_asset};
 use crate::release::{METADATA_FILE, ReleaseId, ReleaseMetadata};
 use crate::render::{self, CHART_FILE, ClusterObjects, RenderContext};
 use crate::source::archive::{ExtractLimits, extract_tgz};
-use crate::source::{FetchPolicy, ReleaseCache, ReleaseSource};
+use crate::source::{FetchPolicy, ReleaseSource};
 
 use super::CliError;
 use super::source_args::{SourceArgs, SourceCliError};
@@ -32,6 +32,8 @@ pub struct RenderArgs {
     pub args: Vec<String>,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub verify: super::verify_args::VerifyArgs,
     /// The cache directory for releases fetched by tag. Default:
     /// $XDG_CACHE_HOME/clusterstack, else ~/.cache/clusterstack.
     #[arg(long, env = "CLUSTERSTACK_CACHE")]
@@ -123,6 +125,9 @@ pub(super) struct Charts {
     pub(super) addons: Option<PathBuf>,
     /// The release's `clusteraddon.yaml`, when it has one.
     pub(super) stages: Option<PathBuf>,
+    /// The release's `cluster-addon-values.yaml` when it has one and no `clusteraddon.yaml` (the
+    /// older layout: the values template of its one addon chart).
+    pub(super) release_values: Option<PathBuf>,
     /// The release's Kubernetes version (`metadata.yaml`), for Helm addons.
     pub(super) kube_version: Option<String>,
     /// The release directory the charts were extracted from, for messages.
@@ -174,7 +179,10 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
                 .map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
             values.insert(addon.to_string(), v);
         }
-        let ctx = ctx.with_cluster(read_cluster(cluster_file)?).with_addon_values(values);
+        let ctx = ctx
+            .with_cluster(read_cluster(cluster_file)?)
+            .with_addon_values(values)
+            .with_release_values(charts.release_values.clone());
         let rendered = crate::controller::addon::render::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
             .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
         if rendered.charts.is_empty() {
@@ -340,6 +348,7 @@ pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
             cluster_class: path.to_path_buf(),
             addons: Some(path.to_path_buf()),
             stages,
+            release_values: None,
             kube_version: None,
             release_dir: None,
             _tmp: None,
@@ -348,20 +357,27 @@ pub(super) async fn resolve(args: &RenderArgs) -> Result<Charts, CliError> {
     // A tag: through the source and the verified cache, as `pull` does.
     let source = args.source.open()?;
     let listing = source.list().await.map_err(SourceCliError::from)?;
-    let release =
-        listing.releases.iter().find(|r| r.tag == args.release()).ok_or_else(|| SourceCliError::NotFound {
-            tag: args.release().to_string(),
-            source_name: source.name(),
-            hint: format!("not a directory either; {} releases listed", listing.releases.len()),
-        })?;
-    let cache = ReleaseCache::new(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
+    let release = listing.find(args.release()).ok_or_else(|| SourceCliError::NotFound {
+        tag: args.release().to_string(),
+        source_name: source.name(),
+        hint: format!("not a directory either; {} releases listed", listing.releases.len()),
+    })?;
+    let cache = args
+        .source
+        .release_cache(args.cache.clone().unwrap_or_else(super::pull::default_cache_dir))
         .map_err(SourceCliError::from)?;
-    let fetched = cache.fetch(&source, release, FetchPolicy::default()).await.map_err(SourceCliError::from)?;
+    let signature = args.verify.policy(None)?;
+    let fetched = cache
+        .fetch_signed(&source, release, FetchPolicy::default(), signature.as_ref(), &crate::source::NoProgress)
+        .await
+        .map_err(SourceCliError::from)?;
+    let stages = fetched.asset_path(STAGES_FILE).filter(|p| p.is_file());
     Ok(Charts {
         id: fetched.id.clone(),
         cluster_class: fetched.cluster_class_chart_dir(),
         addons: fetched.cluster_addon_dir(),
-        stages: fetched.asset_path(STAGES_FILE).filter(|p| p.is_file()),
+        release_values: older_layout_values(stages.as_deref(), fetched.asset_path(render::CLUSTER_ADDON_VALUES_FILE)),
+        stages,
         kube_version: fetched.metadata().ok().map(|m| m.versions.kubernetes.to_string()),
         release_dir: None,
         _tmp: None,
@@ -425,15 +441,27 @@ fn extract_release_dir(dir: &Path) -> Result<Charts, CliError> {
         }
     };
     let kube = metadata.versions.kubernetes.to_string();
+    let stages = Some(dir.join(STAGES_FILE)).filter(|p| p.is_file());
     Ok(Charts {
         kube_version: Some(kube),
         release_dir: Some(dir.to_path_buf()),
         cluster_class,
         addons: Some(addon_dir),
-        stages: Some(dir.join(STAGES_FILE)).filter(|p| p.is_file()),
+        release_values: older_layout_values(stages.as_deref(), Some(dir.join(render::CLUSTER_ADDON_VALUES_FILE))),
+        stages,
         id,
         _tmp: Some(tmp),
     })
+}
+
+/// The release's `cluster-addon-values.yaml`, when it is the values template of the addons: the
+/// release has it and no `clusteraddon.yaml` (with one, each addon's `overwrite.yaml` is, as the
+/// Go operator reads them).
+fn older_layout_values(stages: Option<&Path>, values: Option<PathBuf>) -> Option<PathBuf> {
+    match stages {
+        Some(_) => None,
+        None => values.filter(|p| p.is_file()),
+    }
 }
 
 /// Formats objects, then `extra` documents, as a YAML stream or a JSON `List`.
@@ -510,18 +538,14 @@ impl std::fmt::Display for Printed {
 /// The release a packaged cluster-class chart belongs to: its `Chart.yaml`
 /// is named `<stack>-cluster-class` and carries the stack version.
 fn release_of_chart(chart_dir: &Path) -> Result<ReleaseId, CliError> {
-    #[derive(serde::Deserialize)]
-    struct Chart {
-        name: String,
-        version: String,
-    }
     let path = chart_dir.join(CHART_FILE);
     let usage = |m: String| CliError::Usage(format!("{}: {m}; pass --release TAG", path.display()));
-    let text = std::fs::read_to_string(&path).map_err(|e| usage(e.to_string()))?;
-    let chart: Chart = serde_saphyr::from_str(&text).map_err(|e| usage(e.to_string()))?;
+    let bytes = std::fs::read(&path).map_err(|e| usage(e.to_string()))?;
+    let (chart, _) = helm_render::chart_yaml::read(&bytes).map_err(usage)?;
+    let version = chart.version.filter(|v| !v.is_empty()).ok_or_else(|| usage("no version".into()))?;
     let stack =
         chart.name.strip_suffix("-cluster-class").ok_or_else(|| usage("name does not end in -cluster-class".into()))?;
-    ReleaseId::from_class_name(&format!("{stack}-{}", chart.version)).map_err(|e| usage(e.to_string()))
+    ReleaseId::from_class_name(&format!("{stack}-{version}")).map_err(|e| usage(e.to_string()))
 }
 
 /// Reads the Cluster and, when present, its control plane and infrastructure

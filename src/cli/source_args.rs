@@ -33,6 +33,13 @@ pub struct SourceArgs {
     /// are). Repeatable.
     #[arg(long = "insecure-registry", value_name = "HOST")]
     pub insecure_registries: Vec<String>,
+
+    /// When a release's charts come without their `charts/`, fetch their dependencies' Helm
+    /// repository (or OCI path) ORIGINAL from MIRROR instead, as `ORIGINAL=MIRROR` (repeatable,
+    /// the first matching rule wins). A release's plain `http://` repositories are refused
+    /// unless a rule rewrites them.
+    #[arg(long = "helm-repo-mirror", value_name = "ORIGINAL=MIRROR", value_parser = crate::package::deps::parse_mirror)]
+    pub helm_repo_mirror: Vec<(String, String)>,
 }
 
 /// Why a release command failed.
@@ -56,9 +63,25 @@ pub enum SourceCliError {
     Usage(String),
     #[error("cannot write the output: {0}")]
     Output(String),
+    /// A signature did not verify (`verify-bundle`, a pull with a policy).
+    #[error("{0}")]
+    Verification(String),
 }
 
 impl SourceArgs {
+    /// The release cache in `dir`, resolving the dependencies of charts a release ships without
+    /// their `charts/` as the operator does (the download cache `<dir>/helm-charts`, the mirrors).
+    pub fn release_cache(&self, dir: PathBuf) -> Result<source::ReleaseCache, CacheError> {
+        let deps = crate::package::deps::DependencyOptions {
+            cache_dir: Some(dir.join(crate::package::deps::DOWNLOAD_CACHE_DIR)),
+            mirrors: self.helm_repo_mirror.clone(),
+            insecure_registries: self.insecure_registries.clone(),
+            ..Default::default()
+        };
+        let prepare = std::sync::Arc::new(crate::package::release_deps::ChartDependencies::new(deps));
+        Ok(source::ReleaseCache::new(dir)?.with_prepare(prepare))
+    }
+
     /// The source spec: `--source`, else the environment's default.
     pub fn spec(&self) -> Result<SourceSpec, SpecError> {
         match &self.source {

@@ -21,6 +21,9 @@ use sha2::{Digest, Sha256};
 use super::build::BuildError;
 use super::deps_fetch::Fetcher;
 
+/// The download cache's directory inside a cache directory (`build --cache`, `pull`, the operator's).
+pub const DOWNLOAD_CACHE_DIR: &str = "helm-charts";
+
 /// How dependencies are fetched.
 #[derive(Debug, Clone, Default)]
 pub struct DependencyOptions {
@@ -33,6 +36,14 @@ pub struct DependencyOptions {
     pub registry: crate::registry::RegistryConfig,
     /// Registry hosts reached over plain `http://` although they are not loopback.
     pub insecure_registries: Vec<String>,
+    /// `file://` dependencies must stay inside this directory (the operator resolving a
+    /// downloaded release's charts: a release names no file of the operator's); `None`: anywhere
+    /// (`build` of the user's own source).
+    pub file_root: Option<PathBuf>,
+    /// Refuse repositories reached over plain `http://` unless a mirror rule rewrote them there
+    /// (the operator: a release's `Chart.yaml` may name any URL, the mirror rules are the
+    /// operator's own).
+    pub https_only: bool,
 }
 
 /// Parses `ORIG=MIRROR` (a `--helm-repo-mirror` value).
@@ -88,18 +99,7 @@ pub fn vendor_chart(
     label: &str,
     opts: &DependencyOptions,
 ) -> Result<usize, BuildError> {
-    let Some(chart_bytes) = files.get(&format!("{prefix}Chart.yaml")) else { return Ok(0) };
-    let metadata = read_metadata(chart_bytes).map_err(|m| config(label, "Chart.yaml", m))?;
-    let v1 = metadata.api_version.as_deref() == Some("v1");
-    let (deps, lock_name) = if v1 {
-        let deps = match files.get(&format!("{prefix}requirements.yaml")) {
-            Some(bytes) => read_metadata(bytes).map_err(|m| config(label, "requirements.yaml", m))?.dependencies,
-            None => metadata.dependencies.clone(),
-        };
-        (deps, "requirements.lock")
-    } else {
-        (metadata.dependencies.clone(), "Chart.lock")
-    };
+    let (deps, lock_name) = declared(files, prefix, label)?;
     if deps.is_empty() {
         return Ok(0);
     }
@@ -151,7 +151,17 @@ pub fn vendor_chart(
             continue; // the same chart under two aliases
         }
         let bytes = if let Some(path) = want.repository.strip_prefix("file://") {
-            local_chart(&source_dir.join(path), &want, &constraint, label)?
+            let dir = source_dir.join(path);
+            if let Some(root) = &opts.file_root {
+                let inside = match (dir.canonicalize(), root.canonicalize()) {
+                    (Ok(dir), Ok(root)) => dir.starts_with(root),
+                    _ => false,
+                };
+                if !inside {
+                    return Err(dep_error(label, &want.name, &want.repository, "a file:// path outside the release"));
+                }
+            }
+            local_chart(&dir, &want, &constraint, label)?
         } else if want.repository.is_empty() {
             return Err(dep_error(label, &want.name, "", "not in charts/ and no repository to fetch it from"));
         } else if want.repository.starts_with('@') || want.repository.starts_with("alias:") {
@@ -195,13 +205,44 @@ pub fn vendor_chart(
     Ok(vendored)
 }
 
+/// The dependencies the chart under `prefix` declares (`Chart.yaml`, or a v1 chart's
+/// `requirements.yaml`) and the name of its lock file.
+fn declared(
+    files: &BTreeMap<String, Vec<u8>>,
+    prefix: &str,
+    label: &str,
+) -> Result<(Vec<Dependency>, &'static str), BuildError> {
+    let Some(chart_bytes) = files.get(&format!("{prefix}Chart.yaml")) else { return Ok((Vec::new(), "Chart.lock")) };
+    let metadata = read_metadata(chart_bytes).map_err(|m| config(label, "Chart.yaml", m))?;
+    if metadata.api_version.as_deref() == Some("v1") {
+        let deps = match files.get(&format!("{prefix}requirements.yaml")) {
+            Some(bytes) => read_metadata(bytes).map_err(|m| config(label, "requirements.yaml", m))?.dependencies,
+            None => metadata.dependencies,
+        };
+        return Ok((deps, "requirements.lock"));
+    }
+    Ok((metadata.dependencies, "Chart.lock"))
+}
+
+/// The declared dependencies no chart in `charts/` is named after: what helm's
+/// `CheckDependencies` finds missing (`helm template --dependency-update` then fetches them;
+/// a present chart of another version is used as it is).
+pub fn missing_dependencies(
+    files: &BTreeMap<String, Vec<u8>>,
+    prefix: &str,
+    label: &str,
+) -> Result<Vec<String>, BuildError> {
+    let (deps, _) = declared(files, prefix, label)?;
+    let present = charts_in(files, prefix);
+    Ok(deps.into_iter().map(|d| d.name).filter(|name| !present.iter().any(|c| &c.name == name)).collect())
+}
+
 fn config(label: &str, file: &str, message: String) -> BuildError {
     BuildError::Config { file: format!("{label}/{file}"), message }
 }
 
 fn read_metadata(bytes: &[u8]) -> Result<Metadata, String> {
-    let raw = helm_render::yaml::read_chart_yaml(&String::from_utf8_lossy(bytes))?;
-    serde_json::from_value(raw).map_err(|e| e.to_string())
+    helm_render::chart_yaml::read(bytes).map(|(metadata, _)| metadata)
 }
 
 /// `Chart.lock`: the resolved dependencies and the digest of what they were resolved from.
@@ -218,9 +259,10 @@ fn read_lock(bytes: &[u8]) -> Result<Lock, String> {
     serde_json::from_value(raw).map_err(|e| e.to_string())
 }
 
-/// A version constraint as helm reads it (empty: any release version).
+/// A version constraint as helm reads it. An empty one does not parse: `helm dependency update`
+/// and `build` refuse it, and `helm template` would not take the chart under the dependency's
+/// alias (`helm_render::values`), so it is an error here too.
 fn constraint_of(version: &str) -> Result<Constraints, String> {
-    let version = if version.trim().is_empty() { ">0.0.0" } else { version };
     Constraints::parse(version).map_err(|m| format!("version constraint {version:?}: {m}"))
 }
 
@@ -327,6 +369,14 @@ mod tests {
         assert_eq!(opts.rewrite("https://helm.cilium.iox/index.yaml"), "https://helm.cilium.iox/index.yaml");
         assert!(parse_mirror("https://a").is_err());
         assert!(parse_mirror("https://a=not a url").is_err());
+    }
+
+    /// helm's resolver refuses a dependency without a version (`improper constraint: ""`).
+    #[test]
+    fn a_dependency_needs_a_version_range() {
+        let err = constraint_of("").err().expect("refused");
+        assert!(err.contains("improper constraint"), "{err}");
+        assert!(constraint_of("^1.0.0").is_ok());
     }
 
     /// The digest `helm dependency update` (v4.2.3) wrote into the Chart.lock of a chart with

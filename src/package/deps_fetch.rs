@@ -4,6 +4,12 @@
 //!
 //! The build is synchronous; each fetch runs on a thread of its own with a small runtime, so it
 //! works whether or not the caller is inside a tokio runtime.
+//!
+//! Offline: each verified download is also recorded under the repository, name and version it
+//! answered (`refs/`), so a dependency pinned to an exact version (a `Chart.lock`, or an exact
+//! version in `Chart.yaml`) that the cache holds is taken without asking the repository, and a
+//! range falls back to the highest cached version that satisfies it when the repository cannot
+//! be reached.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +45,26 @@ impl Fetcher {
 
     /// The archive of the highest version of `want` that satisfies `constraint`.
     pub fn fetch(&mut self, want: &Wanted, constraint: &Constraints) -> Result<Vec<u8>, String> {
+        let cache = Cache::new(self.opts.cache_dir.as_deref());
+        if exact_version(&want.version)
+            && let Some(bytes) = cache.get_ref(&want.repository, &want.name, &want.version)
+        {
+            tracing::debug!(chart = want.name, version = want.version, "dependency chart from the cache, offline");
+            return Ok(bytes);
+        }
+        match self.fetch_online(want, constraint) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) => match cache.best_ref(&want.repository, &want.name, constraint) {
+                Some((version, bytes)) => {
+                    tracing::warn!(chart = want.name, %version, error = %e, "the repository cannot be reached; using the highest cached version that satisfies the dependency");
+                    Ok(bytes)
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    fn fetch_online(&mut self, want: &Wanted, constraint: &Constraints) -> Result<Vec<u8>, String> {
         let opts = &self.opts;
         std::thread::scope(|scope| {
             scope
@@ -118,10 +144,15 @@ async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<Vec<u8>
 async fn fetch_http(opts: &DependencyOptions, want: &Wanted, constraint: &Constraints) -> Result<Vec<u8>, String> {
     let http = http_client()?;
     let repo = opts.rewrite(want.repository.trim_end_matches('/'));
+    if opts.https_only && repo.starts_with("http://") && repo == want.repository.trim_end_matches('/') {
+        return Err("a plain http:// repository: use https://, or a --helm-repo-mirror rule".into());
+    }
     let index_url = format!("{repo}/index.yaml");
     let text = get(&http, &index_url, MAX_INDEX_BYTES).await?;
+    // The parser's message without the file's text: whatever the URL answered stays out of
+    // conditions and logs.
     let index: Index = serde_saphyr::from_str(&String::from_utf8_lossy(&text))
-        .map_err(|e| format!("{index_url}: not a chart index: {e}"))?;
+        .map_err(|e| format!("{index_url}: not a chart index: {}", crate::release::yaml_error_without_content(&e)))?;
     let entries = index.entries.get(&want.name).ok_or_else(|| format!("{index_url} lists no chart {}", want.name))?;
     let best = entries
         .iter()
@@ -140,6 +171,7 @@ async fn fetch_http(opts: &DependencyOptions, want: &Wanted, constraint: &Constr
     let digest = best.digest.as_deref().map(|d| d.trim_start_matches("sha256:").to_ascii_lowercase());
     let cache = Cache::new(opts.cache_dir.as_deref());
     if let Some(bytes) = digest.as_deref().and_then(|d| cache.get(d)) {
+        cache.put_ref(&want.repository, &want.name, &best.version, digest.as_deref().unwrap_or_default());
         return Ok(bytes);
     }
     let bytes = get(&http, &url, MAX_CHART_BYTES).await?;
@@ -150,6 +182,7 @@ async fn fetch_http(opts: &DependencyOptions, want: &Wanted, constraint: &Constr
         }
         Some(_) => {
             cache.put(&got, &bytes);
+            cache.put_ref(&want.repository, &want.name, &best.version, &got);
             Ok(bytes)
         }
         // Without a published digest the download cannot be verified, so it is not cached either.
@@ -186,7 +219,19 @@ async fn fetch_oci(
     let repository = if path.is_empty() { want.name.clone() } else { format!("{path}/{}", want.name) };
     let base = match opts.registry.endpoints.get(host).or(opts.registry.override_url.as_ref()) {
         Some(url) => url.trim_end_matches('/').to_string(),
-        None => crate::source::oci::registry_base_url(host, &opts.insecure_registries),
+        None => {
+            // A release names this registry: plain http (which a loopback host gets) only when
+            // the operator's own settings name the host.
+            if opts.https_only
+                && crate::source::oci::is_loopback(host)
+                && !opts.insecure_registries.iter().any(|h| h == host)
+            {
+                return Err(format!(
+                    "a plain http:// registry ({host}): name it in CLUSTERSTACK_INSECURE_REGISTRIES (--insecure-registry)"
+                ));
+            }
+            crate::source::oci::registry_base_url(host, &opts.insecure_registries)
+        }
     };
     let client = Arc::new(RegistryClient::new(opts.registry.clone())?);
     let what = format!("oci://{host}/{repository}");
@@ -236,7 +281,9 @@ async fn fetch_oci(
         .ok_or_else(|| format!("{what}:{tag}: unsupported layer digest {}", layer.digest))?
         .to_ascii_lowercase();
     let cache = Cache::new(opts.cache_dir.as_deref());
+    let version = tag.replace('_', "+");
     if let Some(bytes) = cache.get(&digest) {
+        cache.put_ref(&want.repository, &want.name, &version, &digest);
         return Ok(bytes);
     }
     let url = format!("{base}/v2/{repository}/blobs/{}", layer.digest);
@@ -252,19 +299,80 @@ async fn fetch_oci(
         ));
     }
     cache.put(&got, &bytes);
+    cache.put_ref(&want.repository, &want.name, &version, &got);
     Ok(bytes)
+}
+
+/// Whether a dependency's version names one version (`1.19.1`, `v1.2.3-rc.1+b`), not a range:
+/// then the cache's record of it is used without asking the repository.
+fn exact_version(version: &str) -> bool {
+    let v = version.trim();
+    let core = v.strip_prefix('v').unwrap_or(v).split(['-', '+']).next().unwrap_or_default();
+    core.split('.').count() == 3
+        && core.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && Version::parse(v).is_ok()
 }
 
 /// Chart archives by sha256: read back only when the content still hashes to its name, written
 /// through a temp file renamed into place, so a crash or a concurrent build never leaves a
 /// partial file under a valid name. A cache that cannot be written is only a slower build.
+///
+/// `refs/<sha256 of the repository URL>/<name>/<version>` holds the digest a verified download of
+/// that chart had: how a pinned dependency is found offline. Only the archive is trusted, through
+/// its digest; a ref naming a missing or damaged archive is no ref.
 struct Cache {
     dir: Option<PathBuf>,
+    refs: Option<PathBuf>,
 }
 
 impl Cache {
     fn new(dir: Option<&Path>) -> Self {
-        Self { dir: dir.map(|d| d.join("sha256")) }
+        Self { dir: dir.map(|d| d.join("sha256")), refs: dir.map(|d| d.join("refs")) }
+    }
+
+    /// The directory of `name`'s refs in `repository`, when both can name a directory.
+    fn ref_dir(&self, repository: &str, name: &str) -> Option<PathBuf> {
+        let safe = |s: &str| {
+            !s.is_empty() && !s.starts_with('.') && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+        };
+        let repo = hex::encode(Sha256::digest(repository.trim_end_matches('/').as_bytes()));
+        safe(name).then(|| self.refs.as_ref().map(|r| r.join(repo).join(name))).flatten()
+    }
+
+    fn put_ref(&self, repository: &str, name: &str, version: &str, digest: &str) {
+        let safe = !version.is_empty() && !version.starts_with('.') && !version.contains(['/', '\\', '\0']);
+        let Some(dir) = self.ref_dir(repository, name).filter(|_| safe && self.dir.is_some()) else { return };
+        let result = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+            std::io::Write::write_all(&mut tmp, digest.as_bytes())?;
+            tmp.persist(dir.join(version)).map_err(|e| e.error)?;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot record the dependency in the cache");
+        }
+    }
+
+    /// The archive recorded for `name` `version` of `repository`, verified.
+    fn get_ref(&self, repository: &str, name: &str, version: &str) -> Option<Vec<u8>> {
+        let path = self.ref_dir(repository, name)?.join(version.trim());
+        let digest = std::fs::read_to_string(path).ok()?;
+        self.get(digest.trim())
+    }
+
+    /// The highest recorded version of `name` in `repository` that satisfies `constraint`, with
+    /// its archive, verified.
+    fn best_ref(&self, repository: &str, name: &str, constraint: &Constraints) -> Option<(String, Vec<u8>)> {
+        let dir = self.ref_dir(repository, name)?;
+        let mut versions: Vec<(Version, String)> = std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter_map(|v| Version::parse(&v).ok().filter(|p| constraint.check(p)).map(|p| (p, v)))
+            .collect();
+        versions.sort_by(|a, b| b.0.compare(&a.0));
+        versions.into_iter().find_map(|(_, v)| self.get_ref(repository, name, &v).map(|bytes| (v, bytes)))
     }
 
     fn get(&self, digest: &str) -> Option<Vec<u8>> {
@@ -298,6 +406,24 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A release's loopback registry or plain http:// repository is not reached unless the
+    /// operator's settings name it (a mirror rule, an insecure registry).
+    #[test]
+    fn a_release_reaches_plain_http_only_through_the_operators_settings() {
+        let opts = DependencyOptions { https_only: true, ..Default::default() };
+        let any = Constraints::parse("*").unwrap();
+        let want =
+            |repository: &str| Wanted { name: "x".into(), version: "1.0.0".into(), repository: repository.into() };
+        let mut fetcher = Fetcher::new(&opts).unwrap();
+        let err = fetcher.fetch(&want("oci://127.0.0.1:1/charts"), &any).unwrap_err();
+        assert!(
+            err.contains("plain http:// registry (127.0.0.1:1)") && err.contains("CLUSTERSTACK_INSECURE_REGISTRIES"),
+            "{err}"
+        );
+        let err = fetcher.fetch(&want("http://127.0.0.1:1/charts"), &any).unwrap_err();
+        assert!(err.contains("plain http:// repository"), "{err}");
+    }
 
     #[test]
     fn the_cache_returns_only_what_matches_its_digest() {

@@ -12,8 +12,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
 use super::build::{BuildError, CLUSTER_ADDON_DIR, CLUSTER_CLASS_DIR};
 use crate::release::{ReleaseId, StackVersion};
 use crate::render::{CHART_FILE, RenderError};
@@ -46,23 +44,12 @@ pub fn detect_format<'a>(files: impl IntoIterator<Item = (&'a String, &'a Vec<u8
         if vendored || !(name == crate::render::CHART_FILE || name.ends_with("/Chart.yaml")) {
             continue;
         }
-        let Ok(chart) = serde_saphyr::from_str::<EngineAnnotation>(&String::from_utf8_lossy(bytes)) else { continue };
+        let Ok((chart, _)) = helm_render::chart_yaml::read(bytes) else { continue };
         if chart.annotations.get(crate::render::ENGINE_ANNOTATION).map(String::as_str) == Some("jinja") {
             return SourceFormat::Jinja;
         }
     }
     SourceFormat::Helm
-}
-
-#[derive(Deserialize)]
-struct EngineAnnotation {
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-struct ChartName {
-    name: String,
 }
 
 /// `name` of the top-level `Chart.yaml` in `files`.
@@ -72,9 +59,8 @@ pub fn chart_name(files: &BTreeMap<String, Vec<u8>>, dir: &str) -> Result<String
         file: file.clone(),
         message: "missing: a Helm chart needs a Chart.yaml".into(),
     })?;
-    let text = String::from_utf8_lossy(bytes);
-    let chart: ChartName =
-        serde_saphyr::from_str(&text).map_err(|e| BuildError::Config { file: file.clone(), message: e.to_string() })?;
+    let (chart, _) =
+        helm_render::chart_yaml::read(bytes).map_err(|message| BuildError::Config { file: file.clone(), message })?;
     if chart.name.is_empty() || chart.name.contains('/') {
         return Err(BuildError::Config { file, message: format!("unusable chart name {:?}", chart.name) });
     }
@@ -209,6 +195,13 @@ mod tests {
             "name: c\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n",
         )]);
         assert_eq!(detect_format(&vendored), SourceFormat::Helm);
+        // `Chart.yaml` read as helm reads it: a repeated key's last value counts.
+        let repeated = files(&[(
+            "Chart.yaml",
+            "name: a\nname: c\nannotations:\n  clusterstack.x-k8s.io/template-engine: helm\nannotations:\n  clusterstack.x-k8s.io/template-engine: jinja\n",
+        )]);
+        assert_eq!(detect_format(&repeated), SourceFormat::Jinja);
+        assert_eq!(chart_name(&repeated, "cluster-class").expect("named"), "c");
     }
 
     #[test]

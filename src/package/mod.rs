@@ -5,3 +5,4 @@ pub mod build;
 pub mod deps;
 mod deps_fetch;
 pub mod helm;
+pub mod release_deps;

@@ -5,8 +5,19 @@
 //! `docker-ferrol-1-27-v2`, `docker-ferrol-1-27-v0-sha-hipstsw`.
 //! The class (dot) form names ClusterClasses and `spec.versions` entries:
 //! `docker-ferrol-1-27-v2`, `docker-ferrol-1-27-v0-sha.hipstsw`.
-//! They differ only for non-stable versions. Provider and stack name contain
-//! no `-`, so a tag always splits into exactly 5 (stable) or 7 (non-stable) parts.
+//! They differ only for non-stable versions.
+//!
+//! How a name splits (the stack name may contain `-`, as csctl's open change allows:
+//! `openstack-scs-hcp-1-30-v2`): the **version is read from the right** (`vN`, or `vN-<channel>-<id>`
+//! in a tag, `vN-<channel>.<id>` in a class name), the two parts before it are the Kubernetes major
+//! and minor, the **first part is the provider** (which has no `-`), and everything in between is
+//! the stack name. So `docker-scs-2-1-30-v1` is stack `scs-2` for Kubernetes 1.30, and a stack
+//! name may even end in what looks like a version (`docker-x-1-27-v2-1-28-v3` is stack
+//! `x-1-27-v2`, Kubernetes 1.28, v3). A stable and a non-stable reading of one string can never
+//! both succeed (the part before a stable version is a number, the part three from the end of a
+//! non-stable tag starts with `v`), so every name has exactly one identity and every identity one
+//! name. csctl's change takes the first part from the fifth on that starts with `v` as the version:
+//! it agrees on every name it accepts, and misreads stack names with such a part (`a-b-c-vpn`).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -198,61 +209,83 @@ impl ReleaseId {
         kubernetes: KubernetesMinor,
         version: StackVersion,
     ) -> Result<Self, NameError> {
-        for (part, what) in [(provider, "provider"), (name, "name")] {
-            if part.is_empty() || !is_lower_alnum(part) {
-                return Err(NameError::NotAClusterStack {
-                    input: format!("{provider}-{name}"),
-                    reason: if what == "provider" {
-                        "the provider is lowercase letters and digits"
-                    } else {
-                        "the stack name is lowercase letters and digits"
-                    },
-                });
-            }
+        if provider.is_empty() || !is_lower_alnum(provider) {
+            return Err(NameError::NotAClusterStack {
+                input: format!("{provider}-{name}"),
+                reason: "the provider is lowercase letters and digits",
+            });
+        }
+        if !is_stack_name(name) {
+            return Err(NameError::NotAClusterStack {
+                input: format!("{provider}-{name}"),
+                reason: "the stack name is lowercase letters and digits, in parts joined by single '-'",
+            });
         }
         Ok(Self { provider: provider.to_string(), name: name.to_string(), kubernetes, version })
     }
 
     /// Parses the tag (dash) form: `docker-ferrol-1-27-v2`, `docker-ferrol-1-27-v0-sha-hipstsw`.
     pub fn from_tag(tag: &str) -> Result<Self, NameError> {
-        let parts: Vec<&str> = tag.split('-').collect();
-        if parts.len() != 5 && parts.len() != 7 {
-            return Err(not_a_stack(tag, "a tag has 5 '-' separated parts (7 for non-stable versions)"));
-        }
-        Self::from_parts(tag, &parts)
+        Self::from_parts(tag, 3)
     }
 
     /// Parses the class (dot) form: `docker-ferrol-1-27-v2`, `docker-ferrol-1-27-v0-sha.hipstsw`.
     pub fn from_class_name(name: &str) -> Result<Self, NameError> {
-        let parts: Vec<&str> = name.split('-').collect();
-        if parts.len() != 5 && parts.len() != 6 {
-            return Err(not_a_stack(name, "a class name has 5 '-' separated parts (6 for non-stable versions)"));
-        }
-        if parts.len() == 5 && parts[4].contains('.') {
-            return Err(not_a_stack(name, "a stable version has no '.'"));
-        }
-        Self::from_parts(name, &parts)
+        Self::from_parts(name, 2)
     }
 
-    /// Parses either form.
+    /// Parses either form: a last part with a `.` is the class form's `<channel>.<id>`.
     pub fn parse_any(s: &str) -> Result<Self, NameError> {
-        match s.split('-').count() {
-            7 => Self::from_tag(s),
-            _ => Self::from_class_name(s),
+        match s.rsplit('-').next().is_some_and(|last| last.contains('.')) {
+            true => Self::from_class_name(s),
+            false => Self::from_tag(s),
         }
     }
 
-    fn from_parts(input: &str, parts: &[&str]) -> Result<Self, NameError> {
-        let [provider, name, major, minor, version @ ..] = parts else {
-            return Err(not_a_stack(input, "too few parts"));
+    /// Splits `input` as the module documentation says; a non-stable version takes
+    /// `pre_release_parts` parts (3 in a tag, 2 in a class name).
+    fn from_parts(input: &str, pre_release_parts: usize) -> Result<Self, NameError> {
+        let parts: Vec<&str> = input.split('-').collect();
+        // A stable version is the last part; a non-stable one the last 2 or 3. At most one of the
+        // two readings gives a stack (see the module documentation); the stable one's error is
+        // the one to report when neither does.
+        let stable = Self::split_at(input, &parts, 1);
+        if stable.is_ok() || parts.len() < pre_release_parts {
+            return stable;
+        }
+        Self::split_at(input, &parts, pre_release_parts).or(stable)
+    }
+
+    fn split_at(input: &str, parts: &[&str], version_parts: usize) -> Result<Self, NameError> {
+        if parts.len() < 4 + version_parts {
+            return Err(not_a_stack(
+                input,
+                "a release name is <provider>-<name>-<major>-<minor>-<version> (the name may contain '-')",
+            ));
+        }
+        let (head, version) = parts.split_at(parts.len() - version_parts);
+        let version = version.join("-");
+        if version_parts == 1 && version.contains('.') {
+            return Err(not_a_stack(input, "a stable version has no '.'"));
+        }
+        let version = StackVersion::parse_any(&version).map_err(|_| {
+            not_a_stack(
+                input,
+                "the version part is vN, or vN-<channel>-<id> (vN-<channel>.<id> in a class name) for non-stable versions",
+            )
+        })?;
+        let (provider, rest) = (head[0], &head[1..]);
+        let (name, kube) = rest.split_at(rest.len() - 2);
+        let (Some(major), Some(minor)) = (parse_number(kube[0]), parse_number(kube[1])) else {
+            return Err(not_a_stack(
+                input,
+                "the two parts before the version are the Kubernetes major and minor version",
+            ));
         };
-        let (Some(major), Some(minor)) = (parse_number(major), parse_number(minor)) else {
-            return Err(not_a_stack(input, "the third and fourth parts are the Kubernetes major and minor version"));
-        };
-        let version = StackVersion::parse_any(&version.join("-"))
-            .map_err(|_| not_a_stack(input, "the version part is vN, or vN-<channel>-<id> for non-stable versions"))?;
-        Self::new(provider, name, KubernetesMinor { major, minor }, version)
-            .map_err(|_| not_a_stack(input, "provider and stack name are lowercase letters and digits"))
+        Self::new(provider, &name.join("-"), KubernetesMinor { major, minor }, version).map_err(|e| match e {
+            NameError::NotAClusterStack { reason, .. } => not_a_stack(input, reason),
+            other => other,
+        })
     }
 
     /// `<provider>-<name>-<major>-<minor>`, e.g. `docker-ferrol-1-27`: the
@@ -289,6 +322,11 @@ fn not_a_stack(input: &str, reason: &'static str) -> NameError {
 
 fn is_lower_alnum(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// A stack name: parts of lowercase letters and digits joined by single `-` (`scs`, `scs-hcp`).
+pub fn is_stack_name(s: &str) -> bool {
+    s.split('-').all(is_lower_alnum)
 }
 
 /// Parses a decimal number without sign, leading `+` or surrounding space.
@@ -335,6 +373,39 @@ mod tests {
     fn scs2_is_a_valid_stack_name() {
         let id = ReleaseId::from_tag("openstack-scs2-1-29-v4").unwrap();
         assert_eq!(id.name, "scs2");
+    }
+
+    #[test]
+    fn stack_names_may_contain_dashes_and_split_from_the_right() {
+        let id = ReleaseId::from_tag("openstack-scs-hcp-1-30-v2").unwrap();
+        assert_eq!((id.provider.as_str(), id.name.as_str()), ("openstack", "scs-hcp"));
+        assert_eq!(id.kubernetes, KubernetesMinor::new(1, 30));
+        assert_eq!(id.stack_name(), "openstack-scs-hcp-1-30");
+        // Numeric parts of the name: the Kubernetes version is the two parts before the version.
+        let id = ReleaseId::from_tag("docker-scs-2-1-30-v1").unwrap();
+        assert_eq!((id.name.as_str(), id.kubernetes), ("scs-2", KubernetesMinor::new(1, 30)));
+        // A name ending in what looks like a release is still the name.
+        let id = ReleaseId::from_tag("docker-x-1-27-v2-1-28-v3").unwrap();
+        assert_eq!(
+            (id.name.as_str(), id.kubernetes, &id.version),
+            ("x-1-27-v2", KubernetesMinor::new(1, 28), &StackVersion::Stable(3))
+        );
+        // Non-stable versions in both forms; an id that looks like a stable version is still the id.
+        let tag = ReleaseId::from_tag("openstack-scs-hcp-1-30-v0-ttl-1712345678").unwrap();
+        let class = ReleaseId::from_class_name("openstack-scs-hcp-1-30-v0-ttl.1712345678").unwrap();
+        assert_eq!(tag, class);
+        assert_eq!(tag.name, "scs-hcp");
+        let odd = ReleaseId::from_tag("docker-a-b-1-27-v0-alpha-v5").unwrap();
+        assert_eq!((odd.name.as_str(), odd.version.dotted()), ("a-b", "v0-alpha.v5".to_string()));
+        // csctl's open change reads `a-b-c-vpn` wrong (its version is the first part from the
+        // fifth on that starts with `v`); ours does not.
+        assert_eq!(ReleaseId::from_tag("openstack-a-b-c-vpn-1-30-v1").unwrap().name, "a-b-c-vpn");
+        for bad in
+            ["docker--x-1-27-v1", "docker-x--1-27-v1", "docker-x-1-27-v1-", "docker-X-y-1-27-v1", "docker-1-27-v1"]
+        {
+            assert!(ReleaseId::parse_any(bad).is_err(), "{bad}");
+        }
+        assert!(ReleaseId::new("open-stack", "scs", KubernetesMinor::new(1, 30), StackVersion::Stable(1)).is_err());
     }
 
     #[test]
@@ -407,7 +478,10 @@ mod tests {
     }
 
     fn arb_id() -> impl Strategy<Value = ReleaseId> {
-        ("[a-z0-9]{1,12}", "[a-z0-9]{1,12}", 0u32..100, 0u32..1000, arb_version()).prop_map(
+        // Stack names of one to four parts, parts that look like numbers and versions included.
+        let part = prop_oneof!["[a-z0-9]{1,8}", "[0-9]{1,3}", "v[0-9]{1,2}"];
+        let name = proptest::collection::vec(part, 1..5).prop_map(|p| p.join("-"));
+        ("[a-z0-9]{1,12}", name, 0u32..100, 0u32..1000, arb_version()).prop_map(
             |(provider, name, major, minor, version)| ReleaseId {
                 provider,
                 name,

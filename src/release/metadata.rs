@@ -53,25 +53,43 @@ pub struct Components {
     pub cluster_addon: StackVersion,
     /// Version of the node images, when the stack has any.
     pub node_image: Option<StackVersion>,
+    /// Version of the cluster class, when the builder writes one (an open csctl change does:
+    /// bumped only when `cluster-class/` changed). Read and kept; the ClusterClass is still named
+    /// by the stack version.
+    pub cluster_class: Option<StackVersion>,
 }
 
-/// A full Kubernetes version, `v1.27.5`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A full Kubernetes version, `v1.27.5`, with the build metadata of distributions that carry it
+/// (RKE2's `v1.30.4+rke2r1`, k3s' `v1.30.4+k3s1`; open csctl changes write them into
+/// `metadata.yaml`). Build metadata takes no part in precedence ([`Self::precedence`]), as in
+/// SemVer and Cluster API's own version checks: `+rke2r2` is not higher than `+rke2r1`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KubernetesVersion {
     pub major: u32,
     pub minor: u32,
     pub patch: u32,
+    /// What follows `+`, e.g. `rke2r1`.
+    pub build: Option<String>,
 }
 
 impl KubernetesVersion {
     pub fn minor_version(&self) -> KubernetesMinor {
         KubernetesMinor::new(self.major, self.minor)
     }
+
+    /// What orders two versions (Cluster API refuses to lower a Cluster's version by it).
+    pub fn precedence(&self) -> (u32, u32, u32) {
+        (self.major, self.minor, self.patch)
+    }
 }
 
 impl fmt::Display for KubernetesVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)
+        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)?;
+        match &self.build {
+            Some(build) => write!(f, "+{build}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -79,8 +97,20 @@ impl FromStr for KubernetesVersion {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || format!("{s:?} is not a Kubernetes version like v1.27.5");
+        let err = || format!("{s:?} is not a Kubernetes version like v1.27.5 (or v1.30.4+rke2r1)");
         let rest = s.strip_prefix('v').ok_or_else(err)?;
+        let (rest, build) = match rest.split_once('+') {
+            // SemVer build metadata: dot-separated identifiers of letters, digits and `-`.
+            Some((rest, build))
+                if build
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')) =>
+            {
+                (rest, Some(build.to_string()))
+            }
+            Some(_) => return Err(err()),
+            None => (rest, None),
+        };
         let parts: Vec<&str> = rest.split('.').collect();
         let [major, minor, patch] = parts.as_slice() else { return Err(err()) };
         let num = |p: &str| {
@@ -90,6 +120,7 @@ impl FromStr for KubernetesVersion {
             major: num(major).ok_or_else(err)?,
             minor: num(minor).ok_or_else(err)?,
             patch: num(patch).ok_or_else(err)?,
+            build,
         })
     }
 }
@@ -115,6 +146,8 @@ struct RawVersions {
 struct RawComponents {
     cluster_addon: Option<String>,
     node_image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cluster_class: Option<String>,
 }
 
 /// A YAML parser's message that quotes nothing of the file: no source snippet, and the values it
@@ -167,8 +200,18 @@ impl ReleaseMetadata {
             "versions.components.clusterAddon",
         )?;
         let node_image = components.node_image.map(|v| version(v, "versions.components.nodeImage")).transpose()?;
+        // csctl writes an empty string where it has no version (its field has no omitempty).
+        let cluster_class = components
+            .cluster_class
+            .filter(|v| !v.is_empty())
+            .map(|v| version(v, "versions.components.clusterClass"))
+            .transpose()?;
         Ok(Self {
-            versions: Versions { cluster_stack, kubernetes, components: Components { cluster_addon, node_image } },
+            versions: Versions {
+                cluster_stack,
+                kubernetes,
+                components: Components { cluster_addon, node_image, cluster_class },
+            },
         })
     }
 
@@ -207,6 +250,7 @@ impl ReleaseMetadata {
                 components: Some(RawComponents {
                     cluster_addon: Some(self.versions.components.cluster_addon.to_string()),
                     node_image: self.versions.components.node_image.as_ref().map(ToString::to_string),
+                    cluster_class: self.versions.components.cluster_class.as_ref().map(ToString::to_string),
                 }),
             }),
         };
@@ -233,7 +277,7 @@ versions:
     fn parses_the_fact_sheet_example() {
         let m = ReleaseMetadata::parse("metadata.yaml", SAMPLE).unwrap();
         assert_eq!(m.versions.cluster_stack, StackVersion::Stable(3));
-        assert_eq!(m.versions.kubernetes, KubernetesVersion { major: 1, minor: 27, patch: 5 });
+        assert_eq!(m.versions.kubernetes, KubernetesVersion { major: 1, minor: 27, patch: 5, build: None });
         assert_eq!(m.versions.components.cluster_addon, StackVersion::Stable(2));
         assert_eq!(m.versions.components.node_image, Some(StackVersion::Stable(3)));
         let id = ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap();
@@ -245,6 +289,43 @@ versions:
         let m = ReleaseMetadata::parse("metadata.yaml", SAMPLE).unwrap();
         let again = ReleaseMetadata::parse("metadata.yaml", &m.to_yaml()).unwrap();
         assert_eq!(m, again);
+    }
+
+    /// What the stack repository's build script writes (four-space indentation, a `v0-ttl`
+    /// version), with an RKE2 Kubernetes version and csctl's open `clusterClass` component.
+    #[test]
+    fn reads_the_stack_scripts_layout_rke2_versions_and_a_cluster_class_component() {
+        let text = "apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
+versions:
+    kubernetes: v1.30.4+rke2r1
+    clusterStack: v0-ttl.1712345678
+    components:
+        clusterAddon: v0-ttl.1712345678
+        nodeImage: v0-ttl.1712345678
+        clusterClass: v3
+";
+        let m = ReleaseMetadata::parse("metadata.yaml", text).unwrap();
+        assert_eq!(m.versions.kubernetes.to_string(), "v1.30.4+rke2r1");
+        assert_eq!(m.versions.kubernetes.build.as_deref(), Some("rke2r1"));
+        assert_eq!(m.versions.components.cluster_class, Some(StackVersion::Stable(3)));
+        let id = ReleaseId::from_tag("rke2-scs-1-30-v0-ttl-1712345678").unwrap();
+        m.check_matches("metadata.yaml", &id).unwrap();
+        assert_eq!(ReleaseMetadata::parse("metadata.yaml", &m.to_yaml()).unwrap(), m);
+        // csctl writes an empty clusterClass when it has none; a malformed one names the field.
+        let empty = text.replace("clusterClass: v3", "clusterClass: \"\"");
+        assert_eq!(ReleaseMetadata::parse("m", &empty).unwrap().versions.components.cluster_class, None);
+        let (place, _) = field_error(&text.replace("clusterClass: v3", "clusterClass: three"));
+        assert_eq!(place, "rel/metadata.yaml:versions.components.clusterClass");
+        // RKE2's and k3s' build metadata; anything else after `+` is not a version.
+        for good in ["v1.30.4+rke2r1", "v1.31.2+k3s1", "v1.30.4+rke2r1.x-y"] {
+            assert_eq!(good.parse::<KubernetesVersion>().unwrap().to_string(), good);
+        }
+        for bad in ["v1.30.4+", "v1.30.4+rke2r1+x", "v1.30.4+a..b", "v1.30+rke2r1", "v1.30.4+ä"] {
+            assert!(bad.parse::<KubernetesVersion>().is_err(), "{bad}");
+        }
+        let v = |s: &str| s.parse::<KubernetesVersion>().unwrap();
+        assert_eq!(v("v1.30.4+rke2r2").precedence(), v("v1.30.4+rke2r1").precedence());
+        assert!(v("v1.30.5+rke2r1").precedence() > v("v1.30.4+rke2r9").precedence());
     }
 
     #[test]

@@ -5,17 +5,15 @@
 use std::path::Path;
 
 use super::{
-    CHART_FILE, ChartFile, OVERWRITE_FILE, RenderContext, RenderError, RenderedChart, VALUES_FILE, engine,
-    merge_values, objects, parse_values, platform_values, read_text, topology_variables,
+    CHART_FILE, OVERWRITE_FILE, RenderContext, RenderError, RenderedChart, VALUES_FILE, engine, merge_values, objects,
+    parse_values, platform_values, read_chart_file, read_text, topology_variables,
 };
 use crate::apply::sort_for_apply;
 
 pub(super) fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
     let chart_file = chart_dir.join(CHART_FILE);
-    let chart_text = read_text(&chart_file)?;
-    let chart: ChartFile = serde_saphyr::from_str(&chart_text)
-        .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
-    let chart_name = chart.name.filter(|n| !n.is_empty()).ok_or_else(|| RenderError::Bundle {
+    let chart = read_chart_file(chart_dir)?;
+    let chart_name = Some(chart.name).filter(|n| !n.is_empty()).ok_or_else(|| RenderError::Bundle {
         file: chart_file.display().to_string(),
         message: "field name is required".into(),
     })?;

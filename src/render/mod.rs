@@ -95,6 +95,10 @@ pub struct RenderContext {
     pub limits: RenderLimits,
     /// Platform-team values per addon name, merged last (over `values.yaml` and `overwrite.yaml`).
     pub addon_values: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The release's `cluster-addon-values.yaml` (the older layout: one addon chart, no
+    /// `clusteraddon.yaml`): the values template of every addon chart without an `overwrite.yaml`
+    /// of its own, as the Go operator renders it.
+    pub release_values: Option<PathBuf>,
     /// Keep documents of a Helm chart that helm prints but no API server accepts in
     /// [`RenderedChart::unaccepted`] (for `clusterstack render`, which prints them as helm does)
     /// instead of failing on them (what applying needs).
@@ -112,6 +116,7 @@ impl RenderContext {
             kube_version: None,
             limits: RenderLimits::default(),
             addon_values: Default::default(),
+            release_values: None,
             keep_unaccepted: false,
         }
     }
@@ -137,6 +142,12 @@ impl RenderContext {
     /// The same context with platform-team values per addon.
     pub fn with_addon_values(mut self, values: std::collections::BTreeMap<String, serde_json::Value>) -> Self {
         self.addon_values = values;
+        self
+    }
+
+    /// The same context with the release's `cluster-addon-values.yaml` (see `release_values`).
+    pub fn with_release_values(mut self, file: Option<PathBuf>) -> Self {
+        self.release_values = file;
         self
     }
 
@@ -213,11 +224,14 @@ pub struct RenderedChart {
     pub unaccepted: Vec<UnacceptedDocument>,
 }
 
-#[derive(Debug, Deserialize)]
-struct ChartFile {
-    name: Option<String>,
-    #[serde(default)]
-    annotations: std::collections::BTreeMap<String, String>,
+/// A chart directory's `Chart.yaml`, read as helm reads it: the one reader of that file for
+/// every path (`helm_render::chart_yaml`), so that no two of them disagree on a chart.
+fn read_chart_file(chart_dir: &Path) -> Result<helm_render::load::Metadata, RenderError> {
+    let file = chart_dir.join(CHART_FILE);
+    let bytes = std::fs::read(&file).map_err(|e| RenderError::io("cannot read", &file, e))?;
+    let (metadata, _) = helm_render::chart_yaml::read(&bytes)
+        .map_err(|message| RenderError::Bundle { file: file.display().to_string(), message })?;
+    Ok(metadata)
 }
 
 /// The template engine of a chart directory.
@@ -232,9 +246,7 @@ pub enum Engine {
 /// Which engine renders the chart in `chart_dir`, from its `Chart.yaml`.
 pub fn chart_engine(chart_dir: &Path) -> Result<Engine, RenderError> {
     let chart_file = chart_dir.join(CHART_FILE);
-    let text = read_text(&chart_file)?;
-    let chart: ChartFile = serde_saphyr::from_str(&text)
-        .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+    let chart = read_chart_file(chart_dir)?;
     match chart.annotations.get(ENGINE_ANNOTATION).map(String::as_str) {
         None | Some("helm") => Ok(Engine::Helm),
         Some("jinja") => Ok(Engine::Jinja),
@@ -323,11 +335,10 @@ fn check_addon_value_names(bundle_dir: &Path, dirs: &[PathBuf], ctx: &RenderCont
     }
     let mut known: Vec<String> = Vec::new();
     for dir in dirs {
-        let chart_file = dir.join(CHART_FILE);
-        let chart: ChartFile = serde_saphyr::from_str(&read_text(&chart_file)?)
-            .map_err(|e| RenderError::Bundle { file: chart_file.display().to_string(), message: e.to_string() })?;
+        let chart = read_chart_file(dir)?;
         let dir_name = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
-        known.extend(dir_name.into_iter().chain(chart.name).filter(|n| !known.contains(n)).collect::<Vec<_>>());
+        let name = Some(chart.name).filter(|n| !n.is_empty());
+        known.extend(dir_name.into_iter().chain(name).filter(|n| !known.contains(n)).collect::<Vec<_>>());
     }
     match ctx.addon_values.keys().find(|k| !known.contains(k)) {
         None => Ok(()),
@@ -378,10 +389,17 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
         ..gotmpl::ExecLimits::default()
     };
     if let Some(cluster) = &ctx.cluster {
-        let overwrite =
-            [chart_dir.join(OVERWRITE_FILE), chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)]
-                .into_iter()
-                .find(|p| p.is_file());
+        // The chart's own `overwrite.yaml`; else the release's `cluster-addon-values.yaml` (the
+        // older layout: a release asset, beside the addon bundle, not in it); else, for a stack
+        // source rendered in place, the `cluster-addon-values.yaml` beside its `cluster-addon/`.
+        let overwrite = [
+            Some(chart_dir.join(OVERWRITE_FILE)),
+            ctx.release_values.clone(),
+            Some(chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file());
         if let Some(file) = overwrite {
             opts.values =
                 render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
@@ -449,9 +467,14 @@ fn helm_objects(
 /// Reads rendered documents as JSON, in order. Reading is most of a large chart's cost
 /// (kube-prometheus-stack's CRDs alone are 4.5 MB of YAML) and each document stands alone, so
 /// the documents are shared out over the machine's cores in contiguous runs.
+///
+/// Each is read followed by a line break, as helm's release manifest writes it
+/// (`---\n# Source: NAME\nDOCUMENT\n`) and the API server is given it: a block scalar that ends
+/// a document keeps its final line break, though the split document ends without one.
 fn read_documents(docs: &[(String, String)]) -> Vec<Result<serde_json::Value, String>> {
-    let read =
-        |run: &[(String, String)]| -> Vec<_> { run.iter().map(|(_, text)| helm_render::yaml_to_json(text)).collect() };
+    let read = |run: &[(String, String)]| -> Vec<_> {
+        run.iter().map(|(_, text)| helm_render::yaml_to_json(&format!("{text}\n"))).collect()
+    };
     let bytes: usize = docs.iter().map(|d| d.1.len()).sum();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     // Below a few hundred KiB a thread costs more than it saves.
@@ -479,11 +502,14 @@ fn read_documents(docs: &[(String, String)]) -> Vec<Result<serde_json::Value, St
     })
 }
 
-/// Renders the ecosystem's addon values file (`overwrite.yaml`,
-/// `cluster-addon-values.yaml`): YAML whose `values` key is a Go template
-/// (with Sprig) over `.Cluster`, `.ControlPlane` and `.InfraCluster`, the
-/// full objects, producing the values for the addon chart, as the Go
-/// operator does.
+/// Renders the ecosystem's addon values file (`overwrite.yaml`, `cluster-addon-values.yaml`)
+/// for a workload cluster as the Go operator does: the whole file is a Go template (with Sprig)
+/// over `.Cluster`, `.ControlPlane` and `.InfraCluster`, the full objects; its output is read as
+/// YAML, and the text of its `values` key (`values: |`) is the values for the addon chart, read
+/// as helm reads a `-f` file. An output without a `values` key is the values itself (the Go
+/// operator's fallback); an empty one is no values. Unlike the Go operator, a `values` key that
+/// holds anything but text is an error (Go would pass the whole file on, so the chart would see
+/// its values under a key `values` and silently lose them).
 pub fn render_values_template(
     file: &str,
     text: &str,
@@ -491,17 +517,9 @@ pub fn render_values_template(
     limits: &RenderLimits,
 ) -> Result<serde_json::Value, RenderError> {
     let bad = |message: String| RenderError::Bundle { file: file.to_string(), message };
-    let doc = helm_render::yaml_to_value(text).map_err(&bad)?.to_json();
-    let template = match doc.get("values") {
-        Some(serde_json::Value::String(t)) => t.clone(),
-        None | Some(serde_json::Value::Null) => return Ok(serde_json::Value::Object(Default::default())),
-        Some(_) => return Err(bad("the key values must hold a template as text (values: |)".into())),
-    };
     let funcs = helm_render::helm_func_map();
     let mut set = gotmpl::Templates::new();
-    // Lines of the template count from the line after `values:`.
-    let offset = text.lines().position(|l| l.starts_with("values:")).map(|i| i + 1).unwrap_or(0);
-    set.add(file, &template, &funcs).map_err(|e| values_template_error(file, offset, &e))?;
+    set.add(file, text, &funcs).map_err(|e| values_template_error(file, &e))?;
     let data = gotmpl::Value::map(std::collections::BTreeMap::from([
         ("Cluster".to_string(), gotmpl::Value::from_json(&cluster.cluster)),
         ("ControlPlane".to_string(), gotmpl::Value::from_json(&cluster.control_plane)),
@@ -515,13 +533,22 @@ pub fn render_values_template(
         },
         ..gotmpl::ExecOptions::default()
     };
-    let out = gotmpl::execute(&set, file, &data, &funcs, &opts).map_err(|e| values_template_error(file, offset, &e))?;
-    helm_render::values::parse_values(&out).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
+    let out = gotmpl::execute(&set, file, &data, &funcs, &opts).map_err(|e| values_template_error(file, &e))?;
+    let doc = helm_render::yaml_to_value(&out)
+        .map_err(|m| bad(format!("the rendered file is not valid YAML: {m}")))?
+        .to_json();
+    let values_text = match doc.get("values") {
+        Some(serde_json::Value::String(t)) => t.as_str(),
+        Some(serde_json::Value::Null) => return Ok(serde_json::Value::Object(Default::default())),
+        Some(_) => return Err(bad("the key values must hold the values as text (values: |)".into())),
+        None => out.as_str(),
+    };
+    helm_render::values::parse_values(values_text).map_err(|m| bad(format!("the rendered values are not valid: {m}")))
 }
 
-fn values_template_error(file: &str, offset: usize, e: &gotmpl::TemplateError) -> RenderError {
+fn values_template_error(file: &str, e: &gotmpl::TemplateError) -> RenderError {
     let (_, line, detail) = e.innermost();
-    RenderError::Template { file: file.to_string(), line: line + offset, message: detail.to_string() }
+    RenderError::Template { file: file.to_string(), line, message: detail.to_string() }
 }
 
 /// The Cluster's `spec.topology.variables` as a map from name to value (templates see it as

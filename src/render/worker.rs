@@ -91,6 +91,9 @@ pub struct Request {
 pub struct AddonsJob {
     pub cluster: ClusterObjects,
     pub addon_values: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The release's `cluster-addon-values.yaml` (the older layout), see `RenderContext`.
+    #[serde(default)]
+    pub release_values: Option<PathBuf>,
 }
 
 /// What the worker answers.
@@ -158,7 +161,7 @@ pub async fn render_addons_isolated(
         kube_version: ctx.kube_version,
         fuel: ctx.limits.fuel,
         max_output_bytes: ctx.limits.max_output_bytes,
-        addons: Some(AddonsJob { cluster, addon_values: ctx.addon_values }),
+        addons: Some(AddonsJob { cluster, addon_values: ctx.addon_values, release_values: ctx.release_values }),
     };
     match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
         Reply::Charts(charts) => Ok(charts),
@@ -282,6 +285,7 @@ pub fn serve() -> std::process::ExitCode {
                 kube_version: r.kube_version,
                 limits: RenderLimits { fuel: r.fuel, max_output_bytes: r.max_output_bytes },
                 addon_values: Default::default(),
+                release_values: None,
                 // The operator applies what the worker renders: never keep what no API server accepts.
                 keep_unaccepted: false,
             };
@@ -290,6 +294,7 @@ pub fn serve() -> std::process::ExitCode {
                 Some(job) => {
                     ctx.cluster = Some(job.cluster);
                     ctx.addon_values = job.addon_values;
+                    ctx.release_values = job.release_values;
                     match render_addons(&r.chart_dir, &ctx) {
                         Ok(charts) => Reply::Charts(charts),
                         Err(e) => Reply::Failed(e.to_string()),

@@ -84,10 +84,21 @@ impl DirSource {
                 by_tag.insert(tag, path);
             }
         }
-        let mut releases = Vec::new();
+        let mut releases: Vec<ListedRelease> = Vec::new();
         for (tag, dir) in by_tag {
-            match ReleaseId::from_tag(&tag) {
-                Ok(id) => releases.push(ListedRelease { id, assets: self.list_assets(&dir)?, tag, prerelease: false }),
+            // The stack repository's build script names a non-stable release's directory in the
+            // class (dot) form (`openstack-scs-1-34-v0-ttl.1712345678`): listed under its tag.
+            match ReleaseId::parse_any(&tag) {
+                Ok(id) if releases.iter().any(|r| r.id == id) => {
+                    tracing::warn!(dir = %dir.display(), release = %id, "the release is in the directory twice (dash and dot form); using the first");
+                    skipped.push(tag);
+                }
+                Ok(id) => releases.push(ListedRelease {
+                    tag: id.tag(),
+                    assets: self.list_assets(&dir)?,
+                    id,
+                    prerelease: false,
+                }),
                 Err(err) => {
                     tracing::debug!(tag, %err, "skipping a directory that is not a cluster-stack release");
                     skipped.push(tag);

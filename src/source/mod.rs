@@ -14,6 +14,7 @@ pub mod dir;
 pub mod github;
 pub mod oci;
 pub mod spec;
+pub mod verify;
 
 pub use cache::{CacheError, FetchPolicy, FetchedRelease, ReleaseCache, Verification};
 pub use dir::DirSource;
@@ -54,7 +55,8 @@ pub enum AssetLocator {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedRelease {
     pub id: ReleaseId,
-    /// The tag exactly as the source spells it.
+    /// The tag, in the tag (dash) form (`id.tag()`): a source that spells it in the class (dot)
+    /// form, as the stack repository's build script tags non-stable releases, is listed under it.
     pub tag: String,
     /// Marked as a pre-release on GitHub.
     pub prerelease: bool,
@@ -124,6 +126,14 @@ pub struct Listing {
     pub releases: Vec<ListedRelease>,
     /// Tags that are not cluster-stack releases (skipped, never fatal).
     pub skipped: Vec<String>,
+}
+
+impl Listing {
+    /// The release a user names, in the tag (dash) or the class (dot) form.
+    pub fn find(&self, name: &str) -> Option<&ListedRelease> {
+        let id = ReleaseId::parse_any(name).ok();
+        self.releases.iter().find(|r| r.tag == name || id.as_ref() == Some(&r.id))
+    }
 }
 
 /// A downloaded asset: where it is, its size and sha256 (lowercase hex).
@@ -212,6 +222,15 @@ pub trait ReleaseSource: Send + Sync + fmt::Debug {
         dest: &Path,
         progress: &dyn Progress,
     ) -> impl Future<Output = Result<DownloadedAsset, SourceError>> + Send;
+
+    /// The cosign signatures of `release`'s OCI manifest (see [`verify::cosign`]); `None` for a
+    /// source that has no manifests to sign (GitHub releases, directories).
+    fn cosign_signatures(
+        &self,
+        _release: &ListedRelease,
+    ) -> impl Future<Output = Result<Option<oci::CosignSignatures>, SourceError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// Either kind of source, as opened from a [`SourceSpec`].
@@ -324,6 +343,13 @@ impl ReleaseSource for AnySource {
             AnySource::Oci(s) => s.download(release, asset, dest, progress).await,
             AnySource::GitHubScoped { source, .. } => source.download(release, asset, dest, progress).await,
             AnySource::OciScoped { source, .. } => source.download(release, asset, dest, progress).await,
+        }
+    }
+
+    async fn cosign_signatures(&self, release: &ListedRelease) -> Result<Option<oci::CosignSignatures>, SourceError> {
+        match self {
+            AnySource::Oci(s) | AnySource::OciScoped { source: s, .. } => s.cosign_signatures(release).await.map(Some),
+            _ => Ok(None),
         }
     }
 }

@@ -12,4 +12,5 @@ pub mod releases;
 pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
 pub mod fixtures;
 pub mod operator;
+pub mod real;
 pub mod topology;

@@ -110,7 +110,7 @@ pub async fn server() -> ApiServer {
 /// explains a reaction), a short backoff.
 pub fn settings(source: SourceSpec, cache: &Path) -> Settings {
     let mut s = Settings::new(source, cache);
-    s.poll_interval = Duration::from_secs(1);
+    s.poll_interval = POLL;
     s.resync_interval = Duration::from_secs(3600);
     s.backoff.base = Duration::from_millis(100);
     s.backoff.cap = Duration::from_secs(1);
@@ -188,14 +188,32 @@ pub async fn wait_within(what: &str, limit: Duration, mut check: impl FnMut() ->
     start.elapsed()
 }
 
+/// A "nothing happens" check: `check` must hold all through `window` (polled every 20 ms), and
+/// `window` must be as long as the interval within which the thing checked would otherwise
+/// happen; each caller says which interval it guards.
+pub async fn holds_for(what: &str, window: Duration, mut check: impl FnMut() -> bool) {
+    let start = tokio::time::Instant::now();
+    loop {
+        assert!(check(), "{what}: stopped holding {:?} into the {window:?} window", start.elapsed());
+        if start.elapsed() >= window {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The poll interval of [`stack`]'s ClusterStacks and of [`settings`]: how often a stack's
+/// releases are decided again without any other trigger.
+pub const POLL: Duration = Duration::from_secs(1);
+
 /// [`wait_within`] [`WAIT`].
 pub async fn wait_for(what: &str, check: impl FnMut() -> bool) {
     wait_within(what, WAIT, check).await;
 }
 
 /// Publishes `releases/<tag>/` on the fake GitHub as a release of `acme/stacks`, every file an
-/// asset.
-pub fn publish(fake: &FakeGitHub, tag: &str) {
+/// asset; returns the assets' ids.
+pub fn publish(fake: &FakeGitHub, tag: &str) -> Vec<u64> {
     let mut release = FakeRelease::new(tag);
     let mut files: Vec<_> = std::fs::read_dir(releases_dir().join(tag)).unwrap().map(|f| f.unwrap().path()).collect();
     files.sort();
@@ -203,5 +221,5 @@ pub fn publish(fake: &FakeGitHub, tag: &str) {
         let name = f.file_name().unwrap().to_str().unwrap().to_string();
         release = release.asset(FakeAsset::new(&name, std::fs::read(&f).unwrap()));
     }
-    fake.add_release("acme", "stacks", release);
+    fake.add_release("acme", "stacks", release)
 }

@@ -177,12 +177,7 @@ impl KubeVersion {
     /// the version's numbers (so `v1.29.4-gke.100` satisfies `>= 1.21.0`); a constraint or
     /// version that does not parse is incompatible. The message names the version as given.
     pub fn check_chart(&self, constraint: &str) -> Result<(), String> {
-        use crate::sprig::semver::{Constraints, Version};
-        let compatible = match (Constraints::parse(constraint), Version::parse(&self.normalized)) {
-            (Ok(c), Ok(v)) => c.check(&v),
-            _ => false,
-        };
-        if compatible {
+        if crate::sprig::semver::is_compatible_range(constraint, &self.normalized) {
             return Ok(());
         }
         Err(format!("chart requires kubeVersion: {constraint} which is incompatible with Kubernetes {}", self.version))

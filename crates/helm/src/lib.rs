@@ -9,6 +9,7 @@
 //! the engine limits work, output and nesting.
 
 pub mod capabilities;
+pub mod chart_yaml;
 mod env;
 mod errors;
 pub mod goyaml;
@@ -16,6 +17,7 @@ pub mod helmfuncs;
 pub mod ignore;
 pub mod load;
 pub mod objects;
+mod printed;
 pub mod schema;
 pub mod sorter;
 pub mod sprig;
@@ -89,7 +91,8 @@ impl HelmOptions {
 pub struct HelmManifest {
     /// The template it came from, e.g. `mychart/templates/cm.yaml`.
     pub source: String,
-    /// One YAML document.
+    /// One YAML document, as helm prints it: with the white space helm keeps at its end, which
+    /// a kept block scalar (`|+`) ending the document holds (see `printed`).
     pub content: String,
     /// The `helm.sh/hook` annotation, for hooks and tests.
     pub hook: Option<String>,
@@ -131,13 +134,14 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
     let crds = render_templates(chart, opts, &mut |name, out| outputs.push((name, out)))?;
     let mut manifests = Vec::new();
     for crd in crds {
-        for doc in split_manifests(&crate::lossy_text(&crd.data)) {
+        for doc in printed::crd_documents(&crate::lossy_text(&crd.data)) {
             manifests.push(HelmManifest { source: crd.path.clone(), content: doc, hook: None });
         }
     }
+    let crd_docs = manifests.len();
     outputs.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, out) in outputs {
-        for doc in split_manifests(&out) {
+        for doc in manifest_parts(&out).into_iter().map(printed::document) {
             let head = if doc.contains("helm.sh/hook") { yaml_head(&doc).ok() } else { None };
             let hook = head.as_ref().and_then(hook_in_head);
             if hook.as_deref().is_some_and(|h| !known_hook(h)) {
@@ -152,6 +156,7 @@ pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifes
             manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
         }
     }
+    printed::trim_last_printed(&mut manifests, crd_docs);
     Ok(manifests)
 }
 

@@ -347,11 +347,7 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
         match name.as_str() {
             "Chart.yaml" => {
                 let data = raw.read(label, &name)?;
-                let text = crate::lossy_text(&data);
-                let raw = super::yaml::read_chart_yaml(&text).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
-                let meta: Metadata =
-                    serde_json::from_value(raw.clone()).map_err(|e| err(label, format!("Chart.yaml: {e}")))?;
-                metadata = Some((meta, raw));
+                metadata = Some(crate::chart_yaml::read(&data).map_err(|e| err(label, format!("Chart.yaml: {e}")))?);
             }
             "values.yaml" => {
                 let data = raw.read(label, &name)?;
@@ -381,6 +377,7 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
     let Some((mut metadata, mut raw_metadata)) = metadata else {
         return Err(err(label, "Chart.yaml file is missing"));
     };
+    crate::chart_yaml::default_api_version(&mut metadata, &mut raw_metadata);
     for (name, data) in requirements {
         if name == "requirements.yaml" {
             let text = crate::lossy_text(&data);
@@ -397,25 +394,28 @@ fn sort_files(label: &str, mut files: Vec<(String, Raw)>) -> Result<Chart, LoadE
             other.push(DataFile::new(name, data));
         }
     }
-    if metadata.name.is_empty() {
-        return Err(err(label, "Chart.yaml: field name is required"));
-    }
+    crate::chart_yaml::validate(&mut metadata, &mut raw_metadata).map_err(|m| err(label, m))?;
     let mut dependencies = Vec::new();
     for (sub, entries) in subcharts {
+        // helm passes over what in charts/ starts with `_` or `.`, unpacks a `.tgz`, and loads
+        // anything else as a chart directory: a plain file (a README, a `.tar.gz`) is a chart
+        // without a Chart.yaml, which fails.
+        if sub.starts_with(['_', '.']) {
+            continue;
+        }
         let sub_label = format!("{label}/charts/{sub}");
-        if sub.ends_with(".tgz") || sub.ends_with(".tar.gz") {
+        if sub.ends_with(".tgz") {
             if let Some((_, raw)) = entries.into_iter().find(|(inner, _)| inner.is_empty()) {
                 dependencies.push(load_archive(&sub_label, &raw.read(label, &format!("charts/{sub}"))?)?);
             }
-        } else {
-            // A plain file directly in charts/ is not a chart; Helm ignores
-            // what it can't load as one only when it has no Chart.yaml.
-            let files: Vec<_> = entries.into_iter().filter(|(inner, _)| !inner.is_empty()).collect();
-            if files.is_empty() {
-                continue;
-            }
-            dependencies.push(sort_files(&sub_label, files)?);
+            continue;
         }
+        let files: Vec<_> = entries.into_iter().filter(|(inner, _)| !inner.is_empty()).collect();
+        if files.is_empty() {
+            let parent = &metadata.name;
+            return Err(err(label, format!("error unpacking subchart {sub} in {parent}: Chart.yaml file is missing")));
+        }
+        dependencies.push(sort_files(&sub_label, files)?);
     }
     templates.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Chart {

@@ -222,11 +222,14 @@ impl Object for Files {
             "GetBytes" => arg(0)
                 .and_then(|n| self.get(n))
                 .map(|data| Value::Bytes(data.map(|d| Rc::from(&d[..])).unwrap_or_else(|| Rc::from(&[][..])))),
-            "Lines" => arg(0).and_then(|n| self.text(n)).map(|text| {
-                if text.is_empty() {
-                    Value::list(Vec::new())
-                } else {
-                    Value::list(text.trim_end_matches('\n').split('\n').map(Value::str).collect())
+            // One final newline is dropped. A file that is there but empty fails as it does in
+            // helm v4.2 (it indexes the text's last byte; v4.3 returns no lines).
+            "Lines" => arg(0).and_then(|n| match self.get(n)? {
+                None => Ok(Value::list(Vec::new())),
+                Some(data) if data.is_empty() => Err(FuncError::msg("runtime error: index out of range [-1]")),
+                Some(data) => {
+                    let text = String::from_utf8_lossy(&data);
+                    Ok(Value::list(text.strip_suffix('\n').unwrap_or(&text).split('\n').map(Value::str).collect()))
                 }
             }),
             "Glob" => arg(0).and_then(|pattern| {

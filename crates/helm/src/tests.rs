@@ -40,8 +40,9 @@ fn render(dir: &Path, opts: &HelmOptions) -> Vec<HelmManifest> {
     render_chart(&chart, opts).expect("renders")
 }
 
+/// The documents without the white space helm prints after them (`printed` tests that).
 fn contents(manifests: &[HelmManifest]) -> Vec<String> {
-    manifests.iter().map(|m| m.content.clone()).collect()
+    manifests.iter().map(|m| m.content.trim_end().to_string()).collect()
 }
 
 fn parent_chart(dir: &Path) {
@@ -92,11 +93,11 @@ fn aliased_vendored_subchart_with_conditions_tags_globals_and_imports() {
     assert_eq!(sources, ["parent/charts/cni/templates/cm.yaml", "parent/templates/main.yaml"]);
     assert_eq!(
         manifests[0].content,
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rel-cni\ndata:\n  color: red\n  size: \"3\"\n  region: eu\n  chart: cni-1.2.3\n  base: parent/charts/cni/templates\n  helper: from-sub"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rel-cni\ndata:\n  color: red\n  size: \"3\"\n  region: eu\n  chart: cni-1.2.3\n  base: parent/charts/cni/templates\n  helper: from-sub\n\n"
     );
     assert_eq!(
         manifests[1].content,
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: main\ndata:\n  imported: yes-please\n  cni: red"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: main\ndata:\n  imported: yes-please\n  cni: red\n\n"
     );
 }
 

@@ -27,7 +27,7 @@ fn render_ok(template: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = chart(dir.path(), template, "");
     let m = render_chart(&c, &HelmOptions::new("r", "ns")).expect("renders");
-    m.into_iter().map(|m| m.content).collect::<Vec<_>>().join("\n---\n")
+    m.into_iter().map(|m| m.content.trim_end().to_string()).collect::<Vec<_>>().join("\n---\n")
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::load::Chart;
+use super::load::{Chart, Dependency};
 
 type Map = serde_json::Map<String, Value>;
 
@@ -165,20 +165,13 @@ pub fn path_value<'a>(values: &'a Map, path: &str) -> Option<&'a Value> {
 
 /// Helm's dependency processing before rendering: aliases applied,
 /// disabled subcharts (by `condition` and `tags`) removed, `import-values`
-/// copied into the parents' defaults.
+/// copied into the parents' defaults. A dependency the chart does not vendor fails, as
+/// `helm template` checks the chart it renders (its subcharts' lists are not checked).
 pub fn process_dependencies(chart: &mut Chart, user: &Map) -> Result<(), String> {
-    process_enabled(chart, user, "")?;
-    process_imports(chart)
-}
-
-fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), String> {
-    let reqs = chart.metadata.dependencies.clone();
-    // Charts of charts/ that no dependency names stay; named ones are taken
-    // once per dependency, under its alias.
-    let mut deps: Vec<Chart> =
-        chart.dependencies.iter().filter(|c| !reqs.iter().any(|r| r.name == c.name())).cloned().collect();
     // helm names every missing dependency at once.
-    let missing: Vec<&str> = reqs
+    let missing: Vec<&str> = chart
+        .metadata
+        .dependencies
         .iter()
         .filter(|r| !chart.dependencies.iter().any(|c| c.name() == r.name))
         .map(|r| r.name.as_str())
@@ -186,9 +179,44 @@ fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), St
     if !missing.is_empty() {
         return Err(format!("found in Chart.yaml, but missing in charts/ directory: {}", missing.join(", ")));
     }
-    let mut names = Vec::new();
+    process_enabled(chart, user, "")?;
+    process_imports(chart)
+}
+
+/// Whether `Chart.yaml` (or `requirements.yaml`) has a `dependencies` list: helm processes a
+/// chart's dependencies, and its subcharts' in turn, only then (`dependencies: []` counts).
+fn lists_dependencies(chart: &Chart) -> bool {
+    chart.raw_metadata.get("dependencies").is_some_and(|d| !d.is_null())
+}
+
+/// Whether the vendored `chart` is the one `req` asks for: its name, and its version within the
+/// dependency's range (helm's `IsCompatibleRange`; no range, or one that does not parse, holds
+/// for no version).
+fn satisfies(req: &Dependency, chart: &Chart) -> bool {
+    chart.name() == req.name
+        && crate::sprig::semver::is_compatible_range(
+            req.version.as_deref().unwrap_or_default(),
+            chart.metadata.version.as_deref().unwrap_or_default(),
+        )
+}
+
+/// The name helm gives a dependency once processed: its alias, if any, whether or not a chart
+/// took it (`condition` and `tags` disable by this name).
+fn dependency_name(req: &Dependency) -> &str {
+    req.alias.as_deref().filter(|a| !a.is_empty()).unwrap_or(&req.name)
+}
+
+fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), String> {
+    if !lists_dependencies(chart) {
+        return Ok(());
+    }
+    let reqs = chart.metadata.dependencies.clone();
+    // A chart of charts/ that no dependency takes stays under its own name; one that a
+    // dependency takes (name and version) is taken once per such dependency, under its alias.
+    let mut deps: Vec<Chart> =
+        chart.dependencies.iter().filter(|c| !reqs.iter().any(|r| satisfies(r, c))).cloned().collect();
     for req in &reqs {
-        let Some(found) = chart.dependencies.iter().find(|c| c.name() == req.name) else { continue };
+        let Some(found) = chart.dependencies.iter().find(|c| satisfies(req, c)) else { continue };
         let mut dep = found.clone();
         if let Some(alias) = req.alias.as_deref().filter(|a| !a.is_empty()) {
             dep.metadata.name = alias.to_string();
@@ -196,7 +224,6 @@ fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), St
                 m.insert("name".into(), Value::String(alias.to_string()));
             }
         }
-        names.push(dep.name().to_string());
         deps.push(dep);
     }
     chart.dependencies = deps;
@@ -204,7 +231,7 @@ fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), St
     // Tags first, then conditions, which win.
     let tags = cvals.get("tags").and_then(Value::as_object);
     let mut disabled = Vec::new();
-    for (req, name) in reqs.iter().zip(&names) {
+    for req in &reqs {
         let mut enabled = true;
         if let Some(tags) = tags
             && !req.tags.is_empty()
@@ -222,8 +249,7 @@ fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), St
             }
         }
         if let Some(cond) = req.condition.as_deref() {
-            for c in cond.split(',') {
-                let c = c.trim();
+            for c in cond.trim().split(',') {
                 if c.is_empty() {
                     continue;
                 }
@@ -234,14 +260,11 @@ fn process_enabled(chart: &mut Chart, values: &Map, path: &str) -> Result<(), St
             }
         }
         if !enabled {
-            disabled.push(name.clone());
+            disabled.push(dependency_name(req).to_string());
         }
     }
     chart.dependencies.retain(|d| !disabled.iter().any(|n| n == d.name()));
-    chart.metadata.dependencies.retain(|r| {
-        let name = r.alias.as_deref().filter(|a| !a.is_empty()).unwrap_or(&r.name);
-        !disabled.iter().any(|n| n == name)
-    });
+    chart.metadata.dependencies.retain(|r| !disabled.iter().any(|n| n == dependency_name(r)));
     for dep in &mut chart.dependencies {
         let sub_path = format!("{path}{}.", dep.name());
         process_enabled(dep, &cvals, &sub_path)?;

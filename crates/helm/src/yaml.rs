@@ -126,7 +126,13 @@ pub fn read_chart_yaml(text: &str) -> Result<Value, String> {
         }
     }
     if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
-        annotations.values_mut().for_each(stringify);
+        // A map of strings: a null value is the empty string.
+        for v in annotations.values_mut() {
+            if v.is_null() {
+                *v = Value::String(String::new());
+            }
+            stringify(v);
+        }
     }
     if let Some(Value::Array(deps)) = meta.get_mut("dependencies") {
         for dep in deps.iter_mut().filter_map(Value::as_object_mut) {
@@ -174,6 +180,16 @@ mod tests {
             Value::Object(values),
             json!({"a":true,"b":true,"c":true,"d":false,"e":31,"f":8,"false":1,"g":1000,"h":1000,"j":"2024-01-02","l":"yes","o":15})
         );
+    }
+
+    /// helm v4.2 loses a last line without its newline that is exactly 4,096 bytes long (its
+    /// line reader; helm issue 32506, fixed in v4.3): we read it, as v4.3 and helm v3 do
+    /// (docs/helm-versions.md).
+    #[test]
+    fn a_last_line_of_a_reader_buffer_s_length_is_read() {
+        let text = format!("first: 1\nlast: {}", "x".repeat(4096 - 6));
+        let values = read_values(&text).expect("reads");
+        assert_eq!(values["last"].as_str().map(str::len), Some(4090));
     }
 
     #[test]

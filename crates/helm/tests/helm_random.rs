@@ -1,7 +1,8 @@
 //! Randomised differential test of the Go-template engine and its function library against
 //! the real `helm`: templates and values generated from a small grammar (seeded), rendered in
 //! batches (one chart with many templates = one helm process per batch) and compared text for
-//! text. A mismatch prints the seed, the template, the values and both outputs.
+//! text, or, where both fail, message for message. A mismatch prints the seed, the template, the
+//! values and both outcomes. helm's output is read by the independent reader (`support/yaml_oracle.rs`).
 //!
 //! `HELM_RANDOM_BATCHES` (default 3) sets the number of batches, `HELM_RANDOM_SEED` the first
 //! seed (default: a fixed one, so a plain run is reproducible).
@@ -28,12 +29,10 @@ use rand::rngs::StdRng;
 
 const TEMPLATES_PER_BATCH: usize = 60;
 
-/// Known differences in the default seeds, this list being their record: (seed, template, why). Reported, not failed; an entry that agrees again is flagged.
-const KNOWN: &[(u64, usize, &str)] = &[
-    (20261124, 42, "snakecase of \"-2\" (sprig; fixed on branch sprig)"),
-    (20261125, 0, "bad-verb operand formatted with the verb's width and precision (engine fmt)"),
-    (20261125, 21, "float64 of \"0x1F\" is 0 (sprig; fixed on branch sprig)"),
-];
+/// Known differences in the default seeds, this list being their record: (seed, template,
+/// helm's outcome, ours, why), each outcome as [`outcome`] writes it. Each is asserted to differ
+/// still, in exactly that way: an entry that agrees again, or differs otherwise, fails the test.
+const KNOWN: &[(u64, usize, &str, &str, &str)] = &[];
 
 #[test]
 fn random_templates_render_as_helm_renders_them() {
@@ -72,7 +71,8 @@ fn run_batch(helm: &Path, seed: u64) -> (usize, Vec<String>) {
     std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: rnd\nversion: 0.1.0\n").expect("Chart.yaml");
     std::fs::write(chart.join("values.yaml"), &values.yaml).expect("values.yaml");
 
-    // helm: drop the templates it fails on one by one (it stops at the first failure).
+    // helm: drop the templates it fails on one by one (it stops at the first failure). Its
+    // error is kept as the message of the template's own failure (see `helm_message`).
     let mut helm_out: BTreeMap<usize, Result<String, String>> = BTreeMap::new();
     let mut live: Vec<usize> = (0..bodies.len()).collect();
     let mut runs = 0;
@@ -91,7 +91,7 @@ fn run_batch(helm: &Path, seed: u64) -> (usize, Vec<String>) {
                     if std::env::var_os("HELM_RANDOM_SHOW_ERRORS").is_some() {
                         eprintln!("helm error: {}", err.lines().map(str::trim).collect::<Vec<_>>().join(" "));
                     }
-                    helm_out.insert(i, Err(err));
+                    helm_out.insert(i, Err(helm_message(&err)));
                     live.retain(|&j| j != i);
                 }
                 None => panic!("seed {seed}: helm failed and the failing template is not named:\n{err}"),
@@ -123,31 +123,59 @@ fn run_batch(helm: &Path, seed: u64) -> (usize, Vec<String>) {
             .and_then(|()| execute_with(&set, &format!("gen{i}"), &data, &funcs, &opts, &mut env))
             .map_err(|e| e.to_string());
         let Some(theirs) = helm_out.get(&i) else {
-            failures.push(report(seed, i, body, &values.yaml, "helm printed nothing for it", &ours));
+            failures.push(report(seed, i, body, &values.yaml, "helm printed nothing for it", &outcome(&ours)));
             continue;
         };
-        let agree = match (theirs, &ours) {
-            (Ok(h), Ok(o)) => h == o,
-            (Err(_), Err(_)) => true,
-            _ => false,
-        };
-        let known = KNOWN.iter().find(|(s, t, _)| *s == seed && *t == i).map(|(_, _, why)| *why);
-        match (agree, known) {
-            (true, Some(why)) => {
-                eprintln!("known mismatch now agrees, remove it from KNOWN: seed {seed} gen{i} ({why})")
+        // Both fail: the same failure, helm's message and ours alike.
+        let (theirs, ours) = (outcome(theirs), outcome(&ours));
+        let agree = theirs == ours;
+        match KNOWN.iter().find(|(s, t, ..)| *s == seed && *t == i) {
+            Some((_, _, helm_was, ours_was, why)) if (theirs.as_str(), ours.as_str()) == (*helm_was, *ours_was) => {
+                eprintln!("KNOWN difference (still as recorded): seed {seed} gen{i}: {why}");
             }
-            (false, Some(why)) => eprintln!("KNOWN mismatch (listed in KNOWN): seed {seed} gen{i}: {why}"),
-            _ => {}
-        }
-        if !agree && known.is_none() {
-            let theirs = match theirs {
-                Ok(h) => format!("Ok({h:?})"),
-                Err(e) => format!("Err({})", e.trim()),
-            };
-            failures.push(report(seed, i, body, &values.yaml, &theirs, &ours));
+            Some((_, _, helm_was, ours_was, why)) => failures.push(format!(
+                "--- seed {seed}, template gen{i} is listed in KNOWN ({why}) but {}:\n  recorded: helm {helm_was}, ours {ours_was}\n  now:      helm {theirs}, ours {ours}\n",
+                if agree { "agrees now: remove it" } else { "differs otherwise now" }
+            )),
+            None if !agree => failures.push(report(seed, i, body, &values.yaml, &theirs, &ours)),
+            None => {}
         }
     }
     (bodies.len(), failures)
+}
+
+/// An outcome as compared and recorded: `Ok("output")` or `Err(message)`.
+fn outcome(r: &Result<String, String>) -> String {
+    match r {
+        Ok(o) => format!("Ok({o:?})"),
+        Err(e) => format!("Err({})", e.trim()),
+    }
+}
+
+/// The message of a template's own failure in helm's error, in Go's words, as ours gives it
+/// (ours executes `genN` directly, helm through the `tN.yaml` that includes it): without
+/// `Error: ` and the `--debug` hint helm adds, only the innermost error of the include chain, and
+/// that in Go's one line where helm lays it out over three (`F:L:C` / `executing "N" at <X>:` /
+/// `M` is Go's `template: F:L:C: executing "N" at <X>: M`); a parse error in helm's words
+/// (`parse error at (F:L): M`) is Go's `template: F:L: M`.
+fn helm_message(stderr: &str) -> String {
+    let text = stderr.trim();
+    let text = text.strip_suffix("Use --debug flag to render out invalid YAML").unwrap_or(text).trim();
+    let text = text.strip_prefix("Error: ").unwrap_or(text);
+    let text = match text.rfind("error calling include:") {
+        Some(at) => text[at + "error calling include:".len()..].trim_start(),
+        None => text,
+    };
+    if let Some(rest) = text.strip_prefix("parse error at (")
+        && let Some((at, message)) = rest.split_once("): ")
+    {
+        return format!("template: {at}: {message}");
+    }
+    let layout = regex::Regex::new(r#"(?s)^(\S+:\d+:\d+)\n\s+(executing "[^"]*" at <.*?>):\n\s+(.*)$"#).expect("regex");
+    match layout.captures(text) {
+        Some(c) => format!("template: {}: {}: {}", &c[1], &c[2], &c[3]),
+        None => text.to_string(),
+    }
 }
 
 /// Helm's coalescing of a chart's default values drops keys whose value is null, in maps at
@@ -162,11 +190,7 @@ fn drop_null_keys(v: &Value) -> Value {
     }
 }
 
-fn report(seed: u64, i: usize, body: &str, values: &str, helm: &str, ours: &Result<String, String>) -> String {
-    let ours = match ours {
-        Ok(o) => format!("Ok({o:?})"),
-        Err(e) => format!("Err({e})"),
-    };
+fn report(seed: u64, i: usize, body: &str, values: &str, helm: &str, ours: &str) -> String {
     format!(
         "--- seed {seed}, template gen{i} (HELM_RANDOM_SEED={seed} HELM_RANDOM_BATCHES=1 to rerun)\n\
          template: {body}\nvalues:\n{values}helm: {helm}\nours: {ours}\n"
@@ -196,7 +220,7 @@ fn decode_outputs(out: &str) -> Vec<(usize, String)> {
     helm::split_helm_output(out)
         .into_iter()
         .filter_map(|doc| {
-            let obj: serde_json::Value = serde_saphyr::from_str(&doc.content).ok()?;
+            let obj = helm::oracle::read_one(&doc.content).ok()?;
             let name = obj.pointer("/metadata/name")?.as_str()?;
             let i = name.strip_prefix('t')?.parse().ok()?;
             Some((i, obj.pointer("/data/out")?.as_str()?.to_string()))

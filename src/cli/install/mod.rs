@@ -51,6 +51,9 @@ pub const TEMPLATE_RESOURCES: &[(&str, &[&str])] = &[
         &[
             "dockerclustertemplates",
             "dockermachinetemplates",
+            // CAPD's in-memory backend (the sandbox's and the end-to-end tests' stacks).
+            "devclustertemplates",
+            "devmachinetemplates",
             "openstackclustertemplates",
             "openstackmachinetemplates",
             "hetznerclustertemplates",
@@ -193,6 +196,33 @@ pub fn manifests(args: &InstallArgs) -> Result<String, serde_saphyr::ser::Error>
     Ok(out)
 }
 
+/// The operator's identity and permissions as `manifests` writes them: its Namespace and
+/// ServiceAccount, the ClusterRoles (the aggregated one and the two it aggregates), the
+/// ClusterRoleBinding, and the leader-election Role and RoleBinding. The sandbox and the
+/// end-to-end tests grant exactly these.
+pub fn rbac(namespace: &str) -> Result<Vec<serde_json::Value>, String> {
+    let json = |v: Result<serde_json::Value, serde_json::Error>| v.map_err(|e| e.to_string());
+    let mut out = vec![
+        json(serde_json::to_value(Namespace { metadata: meta(namespace, None), ..Default::default() }))?,
+        json(serde_json::to_value(ServiceAccount { metadata: meta(NAME, Some(namespace)), ..Default::default() }))?,
+    ];
+    for role in cluster_roles() {
+        out.push(json(serde_json::to_value(role))?);
+    }
+    out.push(json(serde_json::to_value(ClusterRoleBinding {
+        metadata: meta(NAME, None),
+        role_ref: role_ref("ClusterRole"),
+        subjects: Some(vec![subject(namespace)]),
+    }))?);
+    out.push(json(serde_json::to_value(lease_role(namespace)))?);
+    out.push(json(serde_json::to_value(RoleBinding {
+        metadata: meta(NAME, Some(namespace)),
+        role_ref: role_ref("Role"),
+        subjects: Some(vec![subject(namespace)]),
+    }))?);
+    Ok(out)
+}
+
 /// Serialising a list of different object types.
 mod erased {
     pub trait Doc {
@@ -303,7 +333,7 @@ fn core_rules() -> Vec<PolicyRule> {
         rule("", &["configmaps"], &["get"]),
         // (Providers other than docker add their infrastructure cluster kind here.)
         rule("controlplane.cluster.x-k8s.io", &["kubeadmcontrolplanes"], &["get"]),
-        rule("infrastructure.cluster.x-k8s.io", &["dockerclusters"], &["get"]),
+        rule("infrastructure.cluster.x-k8s.io", &["dockerclusters", "devclusters"], &["get"]),
     ];
     rules
 }

@@ -80,7 +80,16 @@ pub async fn render_release(
         return Ok(RenderedRelease { charts: Vec::new(), config: None });
     };
     let config_path = release.asset_path(stages::CLUSTER_ADDON_FILE).filter(|p| p.exists());
-    let mut ctx = RenderContext::new(class, namespace).with_cluster(objects).with_addon_values(values);
+    // The older layout (no `clusteraddon.yaml`): the release's `cluster-addon-values.yaml` is the
+    // values template of its one addon chart, as the Go operator reads it.
+    let release_values = match &config_path {
+        Some(_) => None,
+        None => release.asset_path(crate::render::CLUSTER_ADDON_VALUES_FILE).filter(|p| p.is_file()),
+    };
+    let mut ctx = RenderContext::new(class, namespace)
+        .with_cluster(objects)
+        .with_addon_values(values)
+        .with_release_values(release_values);
     // Helm addon charts see the release's Kubernetes version, as `--kube-version` gives it.
     if let Ok(metadata) = release.metadata() {
         ctx = ctx.with_kube_version(metadata.versions.kubernetes.to_string());
@@ -222,16 +231,24 @@ pub fn parse_values_text(text: &str) -> Result<Value, String> {
 pub(super) async fn locate_release(ctx: &Context, namespace: &str, tag: &str) -> Result<FetchedRelease, String> {
     let releases: Api<crate::api::ClusterStackRelease> = Api::namespaced(ctx.client.clone(), namespace);
     let csr = releases.get_opt(tag).await.map_err(|e| e.to_string())?;
-    let source = match &csr {
-        Some(r) => ctx.release_source(r).await.map_err(|e| e.to_string())?.0,
-        None => ctx.sources.open(&ctx.settings.default_source).map_err(|e| e.to_string())?,
+    let (source, stack) = match &csr {
+        Some(r) => ctx.release_source(r).await.map_err(|e| e.to_string())?,
+        None => (ctx.sources.open(&ctx.settings.default_source).map_err(|e| e.to_string())?, None),
     };
+    // The stack's signature policy holds for its addons too: only a verified release is used.
+    let policy =
+        ctx.release_policy(stack.as_ref(), namespace).await.map_err(|f| format!("signature check failed: {f}"))?;
     let id = crate::release::ReleaseId::from_tag(tag).map_err(|e| e.to_string())?;
-    if let Some(cached) = ctx.sources.cache.open(&source, &id, tag).await.map_err(|e| e.to_string())? {
+    let cache = &ctx.sources.cache;
+    if let Some(cached) = cache.open_signed(&source, &id, tag, policy.as_ref()).await.map_err(|e| e.to_string())? {
         return Ok(cached);
     }
     let listing = ctx.sources.list(&source, Duration::from_secs(60)).await;
     let releases = listing.result.map_err(|e| format!("{e:?}"))?;
     let listed = releases.iter().find(|r| r.tag == tag).ok_or_else(|| "not found in its source".to_string())?;
-    ctx.sources.cache.fetch(&source, listed, FetchPolicy::default()).await.map_err(|e| e.to_string())
+    let progress = crate::source::NoProgress;
+    cache
+        .fetch_signed(&source, listed, FetchPolicy::default(), policy.as_ref(), &progress)
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -24,6 +24,8 @@ pub enum DownloadState {
     Running(String),
     /// Failed with this message; the next reconcile reports it and may try again.
     Failed(String),
+    /// Downloaded, and refused by the signature policy.
+    Refused(crate::source::verify::Failure),
     /// In the cache.
     Done,
 }

@@ -22,7 +22,9 @@ use crate::provider::{Cleanup, GateOutcome, NODE_IMAGES_FILE, NodeImagesFile, Re
 use crate::release::ReleaseId;
 use crate::render::RenderContext;
 use crate::source::cache::FetchedRelease;
-use crate::source::{AnySource, FetchPolicy, ReleaseSource};
+use crate::source::verify::policy::ReleasePolicy;
+use crate::source::verify::{Failure, FailureReason};
+use crate::source::{AnySource, FetchPolicy, NoProgress, ReleaseSource};
 
 use crate::api::conditions::reason;
 use crate::controller::RELEASE_FINALIZER;
@@ -129,7 +131,8 @@ async fn write_status(
 /// Whether the status already reports a failed download: a retry keeps it (no flip to
 /// `Downloading` and back on every attempt) until it succeeds or fails otherwise.
 fn download_failed(release: &ClusterStackRelease) -> bool {
-    ready_reason(release) == Some(reason::DOWNLOAD_FAILED)
+    ready_reason(release)
+        .is_some_and(|r| r == reason::DOWNLOAD_FAILED || FailureReason::ALL.iter().any(|f| f.as_str() == r))
 }
 
 /// The reason of the `Ready` condition as last written.
@@ -183,7 +186,30 @@ async fn reconcile_inner(
     };
 
     let (source, stack) = ctx.release_source(release).await?;
-    let fetched = match fetch(release, rctx, key, &source, &tag).await? {
+    // With a signature policy the release is verified before it is extracted, and a cached copy
+    // only used when it was verified under this very policy.
+    let api_ref = &api;
+    let refuse = |failure: Failure| async move {
+        let why = failure.reason.as_str();
+        ctx.metrics.failed(CONTROLLER, why);
+        tracing::warn!(release = %key, reason = why, error = %failure.message, "release refused: signature check failed; backing off");
+        ctx.event(
+            &release.object_ref(&()),
+            true,
+            why,
+            "Verify",
+            format!("signature check failed: {}", failure.message),
+        )
+        .await;
+        let step = ReleaseStep::SignatureFailed { reason: failure.reason, message: failure.message };
+        write_status(api_ref, release, &observe(step, None), None).await?;
+        Ok::<_, Error>(Outcome::Failed)
+    };
+    let policy = match ctx.release_policy(stack.as_ref(), &ns).await {
+        Ok(policy) => policy.map(Arc::new),
+        Err(failure) => return refuse(failure).await,
+    };
+    let fetched = match fetch(release, rctx, key, &source, &tag, policy).await? {
         Fetch::Ready(f) => f,
         Fetch::Running(progress) => {
             if !download_failed(release) {
@@ -191,6 +217,7 @@ async fn reconcile_inner(
             }
             return Ok(Outcome::Waiting(Action::requeue(DOWNLOAD_POLL)));
         }
+        Fetch::Refused(failure) => return refuse(failure).await,
         Fetch::Failed(message) => {
             ctx.metrics.failed(CONTROLLER, reason::DOWNLOAD_FAILED);
             tracing::warn!(release = %key, error = %message, "download failed; backing off");
@@ -405,6 +432,8 @@ enum Fetch {
     Ready(Box<FetchedRelease>),
     Running(String),
     Failed(String),
+    /// Downloaded, but its signatures do not satisfy the policy: never extracted nor applied.
+    Refused(Failure),
 }
 
 /// The release from the cache; else the state of its background download, started when needed.
@@ -415,10 +444,11 @@ async fn fetch(
     key: &str,
     source: &AnySource,
     tag: &str,
+    policy: Option<Arc<ReleasePolicy>>,
 ) -> Result<Fetch, Error> {
     let ctx = &rctx.ctx;
     let id = ReleaseId::from_tag(tag).map_err(|e| Error::Config(e.to_string()))?;
-    match ctx.sources.cache.open(source, &id, tag).await {
+    match ctx.sources.cache.open_signed(source, &id, tag, policy.as_deref()).await {
         Ok(Some(f)) => {
             rctx.clear_download(key);
             return Ok(Fetch::Ready(Box::new(f)));
@@ -433,6 +463,10 @@ async fn fetch(
             // Reported once; the next pass (after the backoff) tries again.
             rctx.clear_download(key);
             return Ok(Fetch::Failed(message));
+        }
+        Some(DownloadState::Refused(failure)) => {
+            rctx.clear_download(key);
+            return Ok(Fetch::Refused(failure));
         }
         Some(DownloadState::Done) | None => {}
     }
@@ -458,11 +492,14 @@ async fn fetch(
     tokio::spawn(async move {
         // Bounded: at most `concurrency` downloads at once; the others wait here, not in a reconcile.
         let Ok(_permit) = task_ctx.download_slots.clone().acquire_owned().await else { return };
-        let state = match task_ctx.ctx.sources.cache.fetch(&task_source, &listed, FetchPolicy::default()).await {
+        let cache = &task_ctx.ctx.sources.cache;
+        let fetched = cache.fetch_signed(&task_source, &listed, FetchPolicy::default(), policy.as_deref(), &NoProgress);
+        let state = match fetched.await {
             Ok(_) => {
                 tracing::info!(release = %task_key, "release downloaded and verified");
                 DownloadState::Done
             }
+            Err(crate::source::CacheError::Signature { failure, .. }) => DownloadState::Refused(failure),
             Err(e) => {
                 tracing::warn!(release = %release_name, error = %e, "download failed");
                 let text = e.to_string();

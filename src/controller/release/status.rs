@@ -28,6 +28,8 @@ pub enum ReleaseStep {
     Downloading { progress: String },
     /// Downloading or verifying failed.
     DownloadFailed { message: String },
+    /// The release's signatures do not satisfy the stack's policy (the reason names what failed).
+    SignatureFailed { reason: crate::source::verify::FailureReason, message: String },
     /// `metadata.yaml` is missing or invalid.
     InvalidMetadata { message: String },
     /// The provider-specific gate (node images) is working.
@@ -106,6 +108,12 @@ pub fn build_release_status(
         ReleaseStep::DownloadFailed { message } => {
             set(DOWNLOADED, FALSE, reason::DOWNLOAD_FAILED, message);
             set(READY, FALSE, reason::DOWNLOAD_FAILED, message);
+            (PHASE_FAILED, false)
+        }
+        ReleaseStep::SignatureFailed { reason: why, message } => {
+            let message = format!("signature check failed: {message}");
+            set(DOWNLOADED, FALSE, why.as_str(), &message);
+            set(READY, FALSE, why.as_str(), &message);
             (PHASE_FAILED, false)
         }
         ReleaseStep::InvalidMetadata { message } => {

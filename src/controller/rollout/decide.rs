@@ -568,7 +568,7 @@ fn reset(e: &mut RolloutClusterStatus) {
 /// Whether `to` is a higher Kubernetes version than `from` (CAPI cannot lower it again).
 fn raised(from: &str, to: &str) -> bool {
     match (from.parse::<KubernetesVersion>(), to.parse::<KubernetesVersion>()) {
-        (Ok(f), Ok(t)) => t > f,
+        (Ok(f), Ok(t)) => t.precedence() > f.precedence(),
         _ => from != to && !to.is_empty(),
     }
 }
@@ -578,7 +578,7 @@ fn compatible(c: &CapiCluster, target: &ReleaseView, class: &str, checker: Optio
     let current = c.kubernetes_version();
     if let (Ok(have), Ok(want)) =
         (current.parse::<KubernetesVersion>(), target.kubernetes_version.parse::<KubernetesVersion>())
-        && want < have
+        && want.precedence() < have.precedence()
     {
         return Err(format!(
             "{} names Kubernetes {want}, lower than the Cluster's {have}; Cluster API cannot lower it",

@@ -451,3 +451,38 @@ proptest! {
         prop_assert!(forward.values().all(|n| *n == 1), "{forward:?}");
     }
 }
+
+/// `target: latest` follows the stack's channel: the highest ready `vN` on `stable`, the newest
+/// ready development build on `ttl` (by its time); `custom` has no latest.
+#[test]
+fn latest_follows_the_stacks_channel() {
+    let view = |tag: &str, ready: bool| ReleaseView {
+        id: ReleaseId::from_tag(tag).unwrap(),
+        ready,
+        kubernetes_version: "v1.27.3".into(),
+    };
+    let releases = [
+        view("docker-ferrol-1-27-v2", true),
+        view("docker-ferrol-1-27-v0-ttl-1712000000", true),
+        view("docker-ferrol-1-27-v0-ttl-1712345678", true),
+        view("docker-ferrol-1-27-v0-ttl-1712999999", false),
+    ];
+    let latest = |channel: &str| {
+        let mut spec = stack();
+        spec.channel = crate::api::Channel::parse(channel).unwrap();
+        rules::resolve_target("latest", &spec, &releases).map(|r| r.id.tag())
+    };
+    assert_eq!(latest("stable").unwrap(), "docker-ferrol-1-27-v2");
+    assert_eq!(latest("ttl").unwrap(), "docker-ferrol-1-27-v0-ttl-1712345678");
+    assert!(latest("custom").is_err());
+}
+
+/// RKE2's build metadata takes no part in whether a move raises the Kubernetes version (Cluster
+/// API's own check ignores it too): `+rke2r1` → `+rke2r2` can be rolled back, a patch bump cannot.
+#[test]
+fn rke2_build_metadata_does_not_raise_the_version() {
+    assert!(!raised("v1.30.4+rke2r1", "v1.30.4+rke2r2"));
+    assert!(!raised("v1.30.4+rke2r2", "v1.30.4+rke2r1"));
+    assert!(raised("v1.30.4+rke2r1", "v1.30.5+rke2r1"));
+    assert!(raised("v1.30.4", "v1.31.0+rke2r1"));
+}

@@ -21,7 +21,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration: {e}"))
 }
 
-/// The release a rollout targets: `latest` is the newest ready stable release; `vN` that version,
+/// The release a rollout targets: `latest` is the newest ready release of the stack's channel
+/// (the highest stable one, or the newest of a named channel such as `ttl`); `vN` that version,
 /// once ready. `Err` says why there is none.
 pub fn resolve_target<'r>(
     target: &str,
@@ -29,13 +30,9 @@ pub fn resolve_target<'r>(
     releases: &'r [ReleaseView],
 ) -> Result<&'r ReleaseView, String> {
     if target == "latest" {
-        return releases
-            .iter()
-            .filter(|r| r.ready && r.id.version.is_stable())
-            .max_by_key(|r| match r.id.version {
-                StackVersion::Stable(n) => n,
-                StackVersion::PreRelease { .. } => 0,
-            })
+        return stack
+            .channel
+            .newest(releases.iter().filter(|r| r.ready), |r| &r.id.version)
             .ok_or_else(|| format!("ClusterStack {} has no ready release yet", stack.name));
     }
     let version = StackVersion::parse_any(target)

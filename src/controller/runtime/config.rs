@@ -47,6 +47,12 @@ pub struct OperatorArgs {
     #[arg(long, env = "CLUSTERSTACK_ALLOWED_DIRECTORY_ROOTS", value_delimiter = ',')]
     pub allowed_directory_roots: Vec<PathBuf>,
 
+    /// A signature policy (YAML, the shape of `ClusterStack.spec.verify`) for ClusterStacks that
+    /// set none; its ConfigMap and Secret references are read in each stack's namespace. Without
+    /// it, such stacks' releases are checked by digest only.
+    #[arg(long, env = "CLUSTERSTACK_VERIFY_POLICY")]
+    pub verify_policy: Option<PathBuf>,
+
     /// Poll interval of ClusterStacks without `spec.pollInterval`.
     #[arg(long, env = "CLUSTERSTACK_POLL_INTERVAL", default_value = crate::api::DEFAULT_POLL_INTERVAL, value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
@@ -138,6 +144,13 @@ pub struct OperatorArgs {
     /// fits.
     #[arg(long, env = "CLUSTERSTACK_MAX_OBJECTS_PER_RELEASE", default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_objects_per_release: u32,
+
+    /// Fetch the Helm repository (or OCI registry path) ORIGINAL from MIRROR instead, as
+    /// `ORIGINAL=MIRROR` (repeatable; the first matching rule wins), when resolving the
+    /// dependencies of charts a release ships without their `charts/`. A release's plain
+    /// `http://` repositories are refused unless a rule rewrites them.
+    #[arg(long = "helm-repo-mirror", env = "CLUSTERSTACK_HELM_REPO_MIRRORS", value_delimiter = ',', value_parser = crate::package::deps::parse_mirror)]
+    pub helm_repo_mirror: Vec<(String, String)>,
 
     /// Render workers running at once.
     #[arg(long, env = "CLUSTERSTACK_RENDER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]

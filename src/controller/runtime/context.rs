@@ -68,16 +68,28 @@ pub struct Settings {
     /// Where ClusterStacks' directory sources may point (`--allowed-directory-roots`); none by
     /// default. The default source is the operator's own setting and is not confined.
     pub directory_roots: DirectoryRoots,
+    /// How the dependencies of charts published without their `charts/` are resolved when a
+    /// release enters the cache (`--helm-repo-mirror`, the download cache
+    /// `<cache>/helm-charts`).
+    pub chart_dependencies: crate::package::deps::DependencyOptions,
+    /// The signature policy of ClusterStacks without `spec.verify` (`--verify-policy`); none by
+    /// default: releases are checked by digest only.
+    pub verify_policy: Option<crate::api::VerifySpec>,
 }
 
 impl Settings {
     /// Settings with the operator's defaults for everything but the source and the cache.
     pub fn new(default_source: SourceSpec, cache_dir: impl Into<PathBuf>) -> Self {
+        let cache_dir = cache_dir.into();
         Self {
             watch_namespace: None,
             default_source,
             github: GitHubConfig::default(),
-            cache_dir: cache_dir.into(),
+            chart_dependencies: crate::package::deps::DependencyOptions {
+                cache_dir: Some(cache_dir.join(crate::package::deps::DOWNLOAD_CACHE_DIR)),
+                ..Default::default()
+            },
+            cache_dir,
             poll_interval: Duration::from_secs(300),
             resync_interval: Duration::from_secs(600),
             concurrency: 4,
@@ -89,6 +101,7 @@ impl Settings {
             addon_wait_deadline: DEFAULT_ADDON_WAIT_DEADLINE,
             max_objects_per_release: DEFAULT_MAX_OBJECTS_PER_RELEASE,
             directory_roots: DirectoryRoots::default(),
+            verify_policy: None,
         }
     }
 }
@@ -147,6 +160,7 @@ impl Context {
             client.clone(),
             settings.github.clone(),
             &settings.cache_dir,
+            settings.chart_dependencies.clone(),
             metrics.clone(),
             watches.stack_notifier(),
         )?;

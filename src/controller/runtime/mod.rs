@@ -23,6 +23,7 @@ pub mod holds;
 pub mod metrics;
 pub mod poller;
 pub mod serve;
+pub mod signatures;
 pub mod sources;
 pub mod tenancy;
 pub mod watch;

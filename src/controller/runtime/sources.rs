@@ -45,19 +45,23 @@ impl std::fmt::Debug for Sources {
 }
 
 impl Sources {
-    /// Sets up the GitHub client and the cache directory; `notify` is told which stacks to
-    /// trigger after a poll.
+    /// Sets up the GitHub client and the cache directory (resolving chart dependencies with
+    /// `chart_dependencies`); `notify` is told which stacks to trigger after a poll.
     pub fn new(
         client: Client,
         github: GitHubConfig,
         cache_dir: &std::path::Path,
+        chart_dependencies: crate::package::deps::DependencyOptions,
         metrics: Arc<Metrics>,
         notify: Notifier,
     ) -> Result<Self, SourceError> {
+        // Charts published without their `charts/` get their dependencies as the release enters
+        // the cache (`package::release_deps`).
+        let prepare = Arc::new(crate::package::release_deps::ChartDependencies::new(chart_dependencies));
         Ok(Self {
             github: GitHubClient::new(github.clone())?,
             github_config: github,
-            cache: ReleaseCache::new(cache_dir).map_err(|e| SourceError::Other(e.to_string()))?,
+            cache: ReleaseCache::new(cache_dir).map_err(|e| SourceError::Other(e.to_string()))?.with_prepare(prepare),
             pollers: Pollers::new(notify),
             client,
             metrics,

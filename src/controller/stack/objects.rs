@@ -93,6 +93,7 @@ mod tests {
                 source: None,
                 poll_interval: None,
                 suspend: false,
+                verify: None,
             },
         );
         cs.metadata.namespace = Some("stacks".into());

@@ -293,8 +293,8 @@ pub fn build_release_with(opts: &BuildOptions, deps: &DependencyOptions) -> Resu
     let metadata = ReleaseMetadata {
         versions: Versions {
             cluster_stack: version.clone(),
-            kubernetes: config.kubernetes,
-            components: Components { cluster_addon, node_image },
+            kubernetes: config.kubernetes.clone(),
+            components: Components { cluster_addon, node_image, cluster_class: None },
         },
     };
     let mut assets: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -405,12 +405,17 @@ fn read_previous(dir: &Path) -> Result<Previous, BuildError> {
     let metadata = ReleaseMetadata::parse(&path.display().to_string(), &text)
         .map_err(|e| BuildError::Previous { path: path.clone(), message: e.to_string() })?;
     let hashes_path = dir.join(HASHES_FILE);
-    // Without hashes (e.g. a release built elsewhere) everything counts as changed.
+    // Without our hashes (e.g. a release built elsewhere: csctl's `hashes.json` has other keys,
+    // the stack repository's build script writes only `{"clusterStack": "<git sha>"}`)
+    // everything counts as changed.
     let hashes = match std::fs::read(&hashes_path) {
-        Ok(bytes) => Some(
-            serde_json::from_slice(&bytes)
-                .map_err(|e| BuildError::Previous { path: hashes_path.clone(), message: e.to_string() })?,
-        ),
+        Ok(bytes) => match serde_json::from_slice::<SourceHashes>(&bytes) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::info!(path = %hashes_path.display(), error = %e, "not this builder's source fingerprints: every part counts as changed");
+                None
+            }
+        },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(BuildError::Previous { path: hashes_path, message: e.to_string() }),
     };

@@ -71,6 +71,20 @@ pub struct Manifest {
     pub cluster_addon_asset: Option<String>,
     /// sha256 over the extracted files (paths and contents), to detect tampering.
     pub extracted_sha256: String,
+    /// The signature policy the release was verified under, when one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureRecord>,
+}
+
+/// A release's signatures, as verified before it was extracted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignatureRecord {
+    /// The policy's fingerprint ([`crate::source::verify::policy::ReleasePolicy::fingerprint`]).
+    pub policy: String,
+    /// Who signed (the certificate's identity, or `key`).
+    pub signer: String,
+    /// The trusted root that vouched.
+    pub root: String,
 }
 
 /// Reads a release's manifest; with `full`, also re-hashes every asset and

@@ -19,6 +19,8 @@
 
 mod entries;
 mod manifest;
+mod prepare;
+mod staging;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -30,11 +32,14 @@ use crate::release::{METADATA_FILE, MetadataError, ReleaseId, ReleaseMetadata};
 use super::archive::{self, ArchiveError, ExtractLimits};
 use super::{AssetInfo, ListedRelease, NoProgress, Progress, ReleaseSource, SHA256SUMS, SourceError, parse_sha256sums};
 
+use crate::source::verify::policy::ReleasePolicy;
 pub use entries::{CacheEntry, entries_under};
 pub(crate) use manifest::hash_file;
-pub use manifest::{CachedAsset, Manifest, Verification, VerifiedBy, load_manifest};
+pub use manifest::{CachedAsset, Manifest, SignatureRecord, Verification, VerifiedBy, load_manifest};
 use manifest::{MANIFEST_FORMAT, extracted_digest, write_manifest};
-use verify::{check_policy, fetch_asset};
+pub use prepare::Prepare;
+use staging::{Staging, only_chart_dir};
+use verify::{check_policy, check_signatures, fetch_asset};
 
 /// The manifest file of a cached release.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -132,6 +137,9 @@ pub enum CacheError {
     Archive(#[from] ArchiveError),
     #[error("release {release}: the cluster-class tarball {asset} holds no chart (expected {expected}/Chart.yaml)")]
     NoChart { release: String, asset: String, expected: String },
+    /// [`Prepare`] failed (e.g. a chart dependency that cannot be resolved).
+    #[error("release {release}: {message}")]
+    Prepare { release: String, message: String },
     #[error("cached release {dir} is not intact: {message}")]
     Corrupt { dir: PathBuf, message: String },
     #[error("{context}: {path}")]
@@ -145,6 +153,9 @@ pub enum CacheError {
     BadName { what: &'static str, name: String },
     #[error("background task failed: {0}")]
     Task(String),
+    /// The release's signatures do not satisfy the policy: it was not extracted.
+    #[error("release {release} of {source_name}: {failure}")]
+    Signature { source_name: String, release: String, failure: crate::source::verify::Failure },
 }
 
 impl CacheError {
@@ -163,6 +174,8 @@ pub struct ReleaseCache {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Releases verified since this cache was opened.
     checked: Mutex<HashSet<String>>,
+    /// Work on each release before it is cached.
+    prepare: Option<Arc<dyn Prepare>>,
 }
 
 impl ReleaseCache {
@@ -184,7 +197,13 @@ impl ReleaseCache {
             std::fs::remove_dir_all(&tmp).map_err(|e| CacheError::io("cannot clean", &tmp, e))?;
         }
         std::fs::create_dir_all(&tmp).map_err(|e| CacheError::io("cannot create", &tmp, e))?;
-        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default() })
+        Ok(Self { root, limits, locks: Mutex::default(), checked: Mutex::default(), prepare: None })
+    }
+
+    /// The same cache, running `prepare` on each release it downloads.
+    pub fn with_prepare(mut self, prepare: Arc<dyn Prepare>) -> Self {
+        self.prepare = Some(prepare);
+        self
     }
 
     /// The cache directory.
@@ -215,6 +234,20 @@ impl ReleaseCache {
         policy: FetchPolicy,
         progress: &dyn Progress,
     ) -> Result<FetchedRelease, CacheError> {
+        self.fetch_signed(source, release, policy, None, progress).await
+    }
+
+    /// [`fetch`](Self::fetch) with a signature policy: the release is downloaded, its signatures
+    /// verified, and only then extracted. A cached copy verified under another policy (or none) is
+    /// fetched and verified again.
+    pub async fn fetch_signed(
+        &self,
+        source: &impl ReleaseSource,
+        release: &ListedRelease,
+        policy: FetchPolicy,
+        signature: Option<&ReleasePolicy>,
+        progress: &dyn Progress,
+    ) -> Result<FetchedRelease, CacheError> {
         let key = source.cache_key();
         check_key(&key)?;
         check_component("tag", &release.tag)?;
@@ -223,10 +256,10 @@ impl ReleaseCache {
         let _guard = lock.lock().await;
 
         let dir = self.release_dir(&key, &release.tag);
-        if let Some(fetched) = self.use_cached(&lock_key, &dir, release).await? {
+        if let Some(fetched) = self.use_cached(&lock_key, &dir, release, signature).await? {
             return check_policy(fetched, policy, &source.name());
         }
-        let fetched = self.download(source, release, policy, progress, &dir).await?;
+        let fetched = self.download(source, release, policy, signature, progress, &dir).await?;
         self.mark_checked(&lock_key, true);
         Ok(fetched)
     }
@@ -241,6 +274,18 @@ impl ReleaseCache {
         id: &ReleaseId,
         tag: &str,
     ) -> Result<Option<FetchedRelease>, CacheError> {
+        self.open_signed(source, id, tag, None).await
+    }
+
+    /// [`open`](Self::open), only when the cached copy was verified under `signature` (with a
+    /// policy); otherwise it is discarded, to be fetched and verified again.
+    pub async fn open_signed(
+        &self,
+        source: &impl ReleaseSource,
+        id: &ReleaseId,
+        tag: &str,
+        signature: Option<&ReleasePolicy>,
+    ) -> Result<Option<FetchedRelease>, CacheError> {
         let key = source.cache_key();
         check_key(&key)?;
         check_component("tag", tag)?;
@@ -249,7 +294,7 @@ impl ReleaseCache {
         let _guard = lock.lock().await;
         // The cache needs only the identity to open a release that is already there.
         let listed = ListedRelease { id: id.clone(), tag: tag.to_string(), prerelease: false, assets: Vec::new() };
-        self.use_cached(&lock_key, &self.release_dir(&key, tag), &listed).await
+        self.use_cached(&lock_key, &self.release_dir(&key, tag), &listed, signature).await
     }
 
     /// Every verified release in the cache: its source key, tag and size on disk.
@@ -315,6 +360,7 @@ impl ReleaseCache {
         lock_key: &str,
         dir: &Path,
         release: &ListedRelease,
+        signature: Option<&ReleasePolicy>,
     ) -> Result<Option<FetchedRelease>, CacheError> {
         if !dir.exists() {
             self.mark_checked(lock_key, false);
@@ -326,6 +372,14 @@ impl ReleaseCache {
             .await
             .map_err(|e| CacheError::Task(e.to_string()))?;
         match checked {
+            Ok(manifest)
+                if signature.is_some_and(|p| manifest.signature.as_ref().is_none_or(|s| s.policy != p.fingerprint)) =>
+            {
+                tracing::info!(dir = %dir.display(), "cached release not verified under this signature policy; fetching again");
+                self.discard(dir).await?;
+                self.mark_checked(lock_key, false);
+                Ok(None)
+            }
             Ok(manifest) if manifest.tag == release.tag => {
                 self.mark_checked(lock_key, true);
                 Ok(Some(FetchedRelease {
@@ -374,6 +428,7 @@ impl ReleaseCache {
         source: &impl ReleaseSource,
         release: &ListedRelease,
         policy: FetchPolicy,
+        signature: Option<&ReleasePolicy>,
         progress: &dyn Progress,
         final_dir: &Path,
     ) -> Result<FetchedRelease, CacheError> {
@@ -428,13 +483,22 @@ impl ReleaseCache {
         let mut wanted: Vec<&AssetInfo> = vec![class_asset];
         wanted.extend(addon_asset);
         wanted.extend(OPTIONAL_ASSETS.iter().filter_map(|name| release.asset(name)));
-        for asset in wanted {
+        // The Sigstore bundles of what is fetched, when the release has them: small, and kept so
+        // a cached release can be verified again.
+        let bundles: Vec<&AssetInfo> = [SHA256SUMS, METADATA_FILE]
+            .into_iter()
+            .chain(wanted.iter().map(|a| a.name.as_str()))
+            .filter_map(|name| release.asset(&format!("{name}{}", crate::source::verify::BUNDLE_SUFFIX)))
+            .collect();
+        for asset in wanted.into_iter().chain(bundles) {
             assets.push(fetch_asset(source, release, asset, &staging.path, progress, &sums).await?);
         }
 
         let unverified: Vec<&str> = assets
             .iter()
+            // A bundle vouches for itself (it is verified against its artifact, when asked for).
             .filter(|a| a.name != SHA256SUMS && a.verified_by == VerifiedBy::None)
+            .filter(|a| !crate::source::verify::policy::is_signature_asset(&a.name))
             .map(|a| a.name.as_str())
             .collect();
         let verification = if unverified.is_empty() { Verification::Verified } else { Verification::Unverified };
@@ -450,6 +514,12 @@ impl ReleaseCache {
             );
         }
 
+        // Signatures before anything is extracted: a release that fails them is never unpacked.
+        let signature = match signature {
+            Some(p) => Some(check_signatures(source, release, p, &assets, &sums, &staging.path).await?),
+            None => None,
+        };
+
         // Extraction and hashing are blocking work.
         let limits = self.limits;
         let staging_path = staging.path.clone();
@@ -457,6 +527,7 @@ impl ReleaseCache {
         let addon_name = addon_asset.map(|a| a.name.clone());
         let chart_rel = format!("{CLUSTER_CLASS_DIR}/{prefix}-cluster-class");
         let release_tag = tag.clone();
+        let (prepare, id) = (self.prepare.clone(), release.id.clone());
         let manifest = tokio::task::spawn_blocking(move || -> Result<Manifest, CacheError> {
             archive::extract_tgz(&staging_path.join(&class_name), &staging_path.join(CLUSTER_CLASS_DIR), &limits)?;
             if let Some(addon) = &addon_name {
@@ -472,6 +543,12 @@ impl ReleaseCache {
             } else {
                 return Err(CacheError::NoChart { release: release_tag, asset: class_name, expected: chart_rel });
             };
+            if let Some(prepare) = &prepare {
+                let addons = addon_name.as_ref().map(|_| staging_path.join(CLUSTER_ADDON_DIR));
+                prepare
+                    .prepare(&id, &staging_path, &staging_path.join(&chart_rel), addons.as_deref())
+                    .map_err(|message| CacheError::Prepare { release: release_tag.clone(), message })?;
+            }
             let manifest = Manifest {
                 format: MANIFEST_FORMAT,
                 source: source_name,
@@ -482,6 +559,7 @@ impl ReleaseCache {
                 cluster_class_chart: chart_rel,
                 cluster_addon_asset: addon_name,
                 extracted_sha256: extracted_digest(&staging_path)?,
+                signature,
             };
             write_manifest(&staging_path, &manifest)?;
             Ok(manifest)
@@ -534,46 +612,6 @@ fn check_component(what: &'static str, name: &str) -> Result<(), CacheError> {
         && name != CLUSTER_CLASS_DIR
         && name != CLUSTER_ADDON_DIR;
     if ok { Ok(()) } else { Err(CacheError::BadName { what, name: name.to_string() }) }
-}
-
-/// A staging directory removed on drop unless disarmed, so a failed fetch
-/// leaves nothing behind (a crash leaves it in `.tmp/`, cleaned at start).
-struct Staging {
-    path: PathBuf,
-    armed: bool,
-}
-
-impl Staging {
-    fn create(path: PathBuf) -> Result<Self, CacheError> {
-        std::fs::create_dir_all(&path).map_err(|e| CacheError::io("cannot create", &path, e))?;
-        Ok(Self { path, armed: true })
-    }
-
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-/// The name of the one subdirectory of `dir` that holds a `Chart.yaml`, if exactly one does.
-fn only_chart_dir(dir: &Path) -> Option<String> {
-    let mut found = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        if entry.path().join("Chart.yaml").is_file() {
-            if found.is_some() {
-                return None;
-            }
-            found = Some(entry.file_name().to_string_lossy().into_owned());
-        }
-    }
-    found
 }
 
 #[cfg(test)]

@@ -4,7 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{CacheError, CachedAsset, FetchPolicy, FetchedRelease, Verification, VerifiedBy, check_component};
+use super::{
+    CacheError, CachedAsset, FetchPolicy, FetchedRelease, SignatureRecord, Verification, VerifiedBy, check_component,
+};
+use crate::source::verify::policy::{ReleasePolicy, is_signature_asset};
+use crate::source::verify::{Failure, FailureReason, cosign};
 use crate::source::{AssetInfo, ListedRelease, Progress, ReleaseSource, SHA256SUMS, SourceError};
 
 pub(super) fn check_policy(
@@ -70,4 +74,56 @@ pub(super) async fn fetch_asset(
         (false, false) => VerifiedBy::None,
     };
     Ok(CachedAsset { name: asset.name.clone(), size: got.size, sha256: got.sha256, verified_by })
+}
+
+/// Checks a downloaded release (its assets in `dir`) against a signature policy: the bundles of
+/// its assets, and for `cosign` the signature of its OCI manifest. Nothing is extracted yet.
+pub(super) async fn check_signatures(
+    source: &impl ReleaseSource,
+    release: &ListedRelease,
+    policy: &ReleasePolicy,
+    assets: &[CachedAsset],
+    sums: &BTreeMap<String, String>,
+    dir: &Path,
+) -> Result<SignatureRecord, CacheError> {
+    let failed =
+        |failure: Failure| CacheError::Signature { source_name: source.name(), release: release.tag.clone(), failure };
+    let mut verified = None;
+    if policy.wants_bundles() {
+        let content: BTreeMap<String, String> = assets
+            .iter()
+            .filter(|a| a.name != SHA256SUMS && !is_signature_asset(&a.name))
+            .map(|a| (a.name.clone(), a.sha256.clone()))
+            .collect();
+        let sums_digest = assets.iter().find(|a| a.name == SHA256SUMS).map(|a| a.sha256.clone());
+        let sums = sums_digest.as_deref().map(|d| (d, sums));
+        // Bundles are small JSON files; only those the release published are there.
+        let read = |name: &str| {
+            if check_component("asset", name).is_err() {
+                return None;
+            }
+            std::fs::read(dir.join(name)).ok()
+        };
+        verified = Some(policy.check_bundles(&content, sums, read).map_err(failed)?);
+    }
+    if policy.wants_cosign() {
+        let found = source.cosign_signatures(release).await?.ok_or_else(|| {
+            failed(Failure::new(
+                FailureReason::SignatureMissing,
+                format!("{} has no OCI manifest to carry a cosign signature", source.name()),
+            ))
+        })?;
+        let v = cosign::verify_any(&policy.trust, &found.layers, &found.manifest_digest)
+            .map_err(|f| failed(f.about(&format!("manifest {}", found.manifest_digest))))?;
+        verified = Some(v);
+    }
+    let verified =
+        verified.ok_or_else(|| failed(Failure::new(FailureReason::SignatureMissing, "nothing to verify")))?;
+    tracing::info!(
+        release = release.tag,
+        signer = verified.signer,
+        root = verified.root,
+        "release signatures verified"
+    );
+    Ok(SignatureRecord { policy: policy.fingerprint.clone(), signer: verified.signer, root: verified.root })
 }

@@ -43,7 +43,8 @@ pub(crate) fn sort_release(raw: &RawRelease, include_prereleases: bool) -> Resul
     if raw.draft || (raw.prerelease && !include_prereleases) {
         return Ok(Sorted::Ignored);
     }
-    let Ok(id) = ReleaseId::from_tag(&raw.tag_name) else {
+    // A tag in the class (dot) form is listed under the tag (dash) form, as the other sources do.
+    let Ok(id) = ReleaseId::parse_any(&raw.tag_name) else {
         return Ok(Sorted::Foreign(raw.tag_name.clone()));
     };
     let mut assets = Vec::with_capacity(raw.assets.len());
@@ -60,7 +61,7 @@ pub(crate) fn sort_release(raw: &RawRelease, include_prereleases: bool) -> Resul
             locator: AssetLocator::GitHub { id: asset.id },
         });
     }
-    Ok(Sorted::Release(ListedRelease { id, tag: raw.tag_name.clone(), prerelease: raw.prerelease, assets }))
+    Ok(Sorted::Release(ListedRelease { tag: id.tag(), id, prerelease: raw.prerelease, assets }))
 }
 
 /// `"sha256:<64 hex>"` → lowercase hex. Other algorithms yield `None` (nothing we can check),

@@ -27,15 +27,23 @@ use crate::registry::{RegistryClient, RegistryError, Target};
 use crate::release::ReleaseId;
 
 mod publish;
+mod signatures;
 
-pub use publish::{FILE_MEDIA_TYPE, HELM_CHART_LAYER, HELM_CONFIG, publish, publish_chart};
+pub use publish::{ArtifactForm, FILE_MEDIA_TYPE, HELM_CHART_LAYER, HELM_CONFIG, publish, publish_as, publish_chart};
+pub use signatures::{CosignSignatures, push_cosign_signatures};
 
 /// The OCI image manifest media type (what ORAS pushes).
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The annotation naming a layer's file.
 pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
-/// The artifact type `publish` writes.
-pub const ARTIFACT_TYPE: &str = "application/vnd.clusterstack.release.v1";
+/// The artifact type of Sovereign Cloud Stack's stack repository's build script (`oras push
+/// --artifact-type application/vnd.clusterstack.release`): what `publish` writes by default.
+pub const ARTIFACT_TYPE: &str = "application/vnd.clusterstack.release";
+/// csctl's artifact type (`publish --artifact-type csctl`).
+pub const CSCTL_ARTIFACT_TYPE: &str = "application/vnd.scs.cluster-stacks.v1";
+/// The artifact type this project's `publish` wrote before it followed the stack repository.
+/// Releases are read whatever their artifact type: every artifact whose layers name files is one.
+pub const LEGACY_ARTIFACT_TYPE: &str = "application/vnd.clusterstack.release.v1";
 /// The media type of the empty config blob (`{}`) ORAS uses for artifacts.
 pub const EMPTY_CONFIG: &str = "application/vnd.oci.empty.v1+json";
 /// How many tags one page asks for.
@@ -294,7 +302,8 @@ impl OciSource {
         let body =
             read_bounded(resp, MAX_MANIFEST_BYTES).await.map_err(|m| protocol(&what, format!("manifest: {m}")))?;
         let assets = artifact_assets(&body, content_type.as_deref()).map_err(|m| protocol(&what, m))?;
-        Ok(ListedRelease { id, tag: tag.to_string(), prerelease: false, assets })
+        // Blobs are fetched by digest: the canonical tag names the release from here on.
+        Ok(ListedRelease { tag: id.tag(), id, prerelease: false, assets })
     }
 }
 
@@ -372,11 +381,18 @@ impl ReleaseSource for OciSource {
         let mut listing = Listing::default();
         let mut candidates = Vec::new();
         let mut unique = HashSet::new();
+        let mut ids = HashSet::new();
         for tag in tags {
             if !unique.insert(tag.clone()) {
                 continue;
             }
-            match ReleaseId::from_tag(&tag) {
+            // The stack repository's build script tags a non-stable release in the class (dot)
+            // form (`openstack-scs-1-34-v0-ttl.1712345678`); it is listed under its tag (dash) form.
+            match ReleaseId::parse_any(&tag) {
+                Ok(id) if !ids.insert(id.clone()) => {
+                    tracing::warn!(source, tag, release = %id, "the release is tagged twice (dash and dot form); using the first");
+                    listing.skipped.push(tag);
+                }
                 Ok(id) => candidates.push((id, tag)),
                 Err(_) => listing.skipped.push(tag),
             }

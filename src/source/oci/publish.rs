@@ -18,11 +18,67 @@ use crate::source::{Progress, SourceError};
 /// The media type `publish` gives the files (what `oras push` gives files by default).
 pub const FILE_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
 
-/// Pushes the files of `dir` (regular files at its top level) as an ORAS-style artifact tagged
-/// `tag`: every blob the registry lacks is uploaded (a `HEAD` first, so existing ones are not sent
-/// again), then the manifest, last, so a reader never sees half a release. Returns the manifest's
-/// digest. Blobs stream from their files (hashed in a first pass), so memory stays flat whatever
-/// their size.
+/// The form of the artifact `publish` writes: its `artifactType` and its layers' media types.
+/// The manifest is the same OCI image manifest (v1.1, an empty config) in every form, as `oras
+/// push --artifact-type` writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ArtifactForm {
+    /// The stack repository's build script's ([`ARTIFACT_TYPE`]); files as `oras push` types them.
+    #[default]
+    ClusterStack,
+    /// csctl's ([`super::CSCTL_ARTIFACT_TYPE`]), with its media type per file (`metadata.yaml`,
+    /// the cluster-class and cluster-addon archives...).
+    Csctl,
+    /// Any other artifact type; files as `oras push` types them.
+    Other(String),
+}
+
+impl ArtifactForm {
+    /// `clusterstack`, `csctl`, or a media type (`type/subtype`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "clusterstack" | ARTIFACT_TYPE => Ok(ArtifactForm::ClusterStack),
+            "csctl" | super::CSCTL_ARTIFACT_TYPE => Ok(ArtifactForm::Csctl),
+            other
+                if other.split_once('/').is_some_and(|(t, st)| {
+                    !t.is_empty() && !st.is_empty() && other.bytes().all(|b| b.is_ascii_graphic() && b != b'"')
+                }) =>
+            {
+                Ok(ArtifactForm::Other(other.to_string()))
+            }
+            other => Err(format!("{other:?} is not clusterstack, csctl or a media type (type/subtype)")),
+        }
+    }
+
+    /// The manifest's `artifactType`.
+    pub fn artifact_type(&self) -> &str {
+        match self {
+            ArtifactForm::ClusterStack => ARTIFACT_TYPE,
+            ArtifactForm::Csctl => super::CSCTL_ARTIFACT_TYPE,
+            ArtifactForm::Other(t) => t,
+        }
+    }
+
+    /// The media type of the layer of file `name` (csctl's `getMediaType`; otherwise oras').
+    pub fn layer_media_type(&self, name: &str) -> &'static str {
+        if *self != ArtifactForm::Csctl {
+            return FILE_MEDIA_TYPE;
+        }
+        let tgz = name.ends_with(".tgz");
+        match name {
+            "clusteraddon.yaml" => "application/vnd.scs.cluster-addon.config.layer.v1+yaml",
+            "metadata.yaml" => "application/vnd.scs.metadata.layer.v1+yaml",
+            "node-images.yaml" => "application/vnd.scs.node-image.config.layer.v1+yaml",
+            "hashes.json" => "application/vnd.scs.hashes.layer.v1+yaml",
+            n if tgz && n.contains("cluster-addon") => "application/vnd.scs.cluster-addon.layer.v1.tar+gzip",
+            n if tgz && n.contains("cluster-class") => "application/vnd.scs.cluster-class.v1.tar+gzip",
+            n if tgz && n.contains("node-image") => "application/vnd.scs.node-image.layer.v1.tar+gzip",
+            _ => FILE_MEDIA_TYPE,
+        }
+    }
+}
+
+/// [`publish_as`] in the default form ([`ArtifactForm::ClusterStack`]).
 pub async fn publish(
     client: &RegistryClient,
     host: &str,
@@ -31,6 +87,25 @@ pub async fn publish(
     tag: &str,
     dir: &Path,
     progress: &dyn Progress,
+) -> Result<String, SourceError> {
+    publish_as(client, host, repository, base_url, tag, dir, progress, &ArtifactForm::default()).await
+}
+
+/// Pushes the files of `dir` (regular files at its top level) as an ORAS-style artifact tagged
+/// `tag`, in `form`: every blob the registry lacks is uploaded (a `HEAD` first, so existing ones
+/// are not sent again), then the manifest, last, so a reader never sees half a release. Returns
+/// the manifest's digest. Blobs stream from their files (hashed in a first pass), so memory stays
+/// flat whatever their size.
+#[allow(clippy::too_many_arguments)]
+pub async fn publish_as(
+    client: &RegistryClient,
+    host: &str,
+    repository: &str,
+    base_url: &str,
+    tag: &str,
+    dir: &Path,
+    progress: &dyn Progress,
+    form: &ArtifactForm,
 ) -> Result<String, SourceError> {
     let source = format!("oci://{host}/{repository}");
     let what = format!("{source}:{tag}");
@@ -62,8 +137,9 @@ pub async fn publish(
         push_blob(client, &target, base, repository, &digest, BlobBody::File { path, size }).await?;
         progress.advance(size);
         progress.finish(&name);
+        let media_type = form.layer_media_type(&name).to_string();
         let annotations = std::collections::BTreeMap::from([(TITLE_ANNOTATION.to_string(), name)]);
-        layers.push(Descriptor { media_type: FILE_MEDIA_TYPE.into(), digest, size, annotations });
+        layers.push(Descriptor { media_type, digest, size, annotations });
     }
     let config = bytes::Bytes::from_static(b"{}");
     let config_digest = format!("sha256:{}", hex(&Sha256::digest(&config)));
@@ -71,7 +147,7 @@ pub async fn publish(
     let manifest = serde_json::json!({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "artifactType": ARTIFACT_TYPE,
+        "artifactType": form.artifact_type(),
         "config": Descriptor {
             media_type: EMPTY_CONFIG.into(),
             digest: config_digest,
@@ -129,7 +205,7 @@ pub async fn publish_chart(
 }
 
 /// PUTs a manifest under `tag` (written last, once its blobs are there); returns its digest.
-async fn put_manifest(
+pub(super) async fn put_manifest(
     client: &RegistryClient,
     target: &Target<'_>,
     base: &str,
@@ -153,7 +229,7 @@ async fn put_manifest(
 }
 
 /// What a blob upload sends.
-enum BlobBody {
+pub(super) enum BlobBody {
     Bytes(bytes::Bytes),
     /// Streamed from the file; opened anew for each attempt (an authentication retry sends again).
     File {
@@ -198,7 +274,7 @@ impl BlobBody {
 }
 
 /// Uploads one blob unless the registry has it (monolithic upload: `POST` then `PUT ?digest=`).
-async fn push_blob(
+pub(super) async fn push_blob(
     client: &RegistryClient,
     target: &Target<'_>,
     base: &str,

@@ -58,7 +58,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 pub use selector::{FieldSelector, LabelSelector};
-use store::{ApiError, PatchType, ResourceType, Store};
+use store::{ApiError, PatchType, Preconditions, ResourceType, Store};
 
 /// Which requests a fault or a count applies to; unset fields match anything.
 #[derive(Debug, Clone, Default)]
@@ -141,6 +141,8 @@ struct Shared {
     in_flight: Mutex<(usize, usize)>,
     /// Bumped by `expire_watches`: every open watch ends.
     expire: tokio::sync::watch::Sender<u64>,
+    /// Resources (plural names) whose watches carry no events: see `cut_watch_events`.
+    cut_watches: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The running test API server. Stops when dropped.
@@ -164,6 +166,7 @@ impl ApiServer {
             bookmark_interval: Duration::from_secs(1),
             in_flight: Mutex::new((0, 0)),
             expire: tokio::sync::watch::Sender::new(0),
+            cut_watches: Mutex::new(Default::default()),
         });
         let app = axum::Router::new().fallback(handle).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -204,6 +207,14 @@ impl ApiServer {
     pub fn expire_watches(&self) {
         lock(&self.shared.store).compact();
         self.shared.expire.send_modify(|n| *n += 1);
+    }
+
+    /// Cuts the event stream of every watch of `resource` (a plural name), open or future: the
+    /// watch stays open and bookmarks go on, but no event reaches the client, as when a stream
+    /// silently stops delivering. Lists still answer the truth. What only a periodic resync can
+    /// repair.
+    pub fn cut_watch_events(&self, resource: &str) {
+        lock(&self.shared.cut_watches).insert(resource.to_string());
     }
 
     /// Adds `latency` before answering every request.

@@ -95,8 +95,8 @@ pub(super) fn serve(
         "delete" => {
             let opts: Value =
                 if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
-            let uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
-            lock(&shared.store).delete(&rt, ns, &t.name, uid).map(|v| (StatusCode::OK, v))
+            let pre = Preconditions::of(&opts);
+            lock(&shared.store).delete(&rt, ns, &t.name, &pre).map(|v| (StatusCode::OK, v))
         }
         _ => Err(ApiError::new(405, "MethodNotAllowed", format!("{verb} is not supported by the test server"))),
     };
@@ -157,8 +157,7 @@ pub(super) fn dry_run(
         _ => {
             let opts: Value =
                 if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
-            let uid = opts.pointer("/preconditions/uid").and_then(Value::as_str);
-            (StatusCode::OK, copy.delete(rt, ns, &t.name, uid)?)
+            (StatusCode::OK, copy.delete(rt, ns, &t.name, &Preconditions::of(&opts))?)
         }
     };
     if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -1,6 +1,6 @@
 //! Watches: events since a `resourceVersion` from the store's history, bookmarks, initial
-//! events, `timeoutSeconds`, 410 Gone past the kept history, and an end when the test expires
-//! every watch.
+//! events, `timeoutSeconds`, 410 Gone past the kept history, an end when the test expires
+//! every watch, and no events at all for a resource whose streams the test cut.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,8 +30,10 @@ pub(super) fn watch(
     let ns = ns.map(str::to_string);
     let matches = {
         let (rt, ns) = (rt.clone(), ns.clone());
+        let shared = shared.clone();
         move |e: &store::Event| {
-            e.group == rt.group
+            !lock(&shared.cut_watches).contains(&e.plural)
+                && e.group == rt.group
                 && e.plural == rt.plural
                 && ns.as_ref().is_none_or(|n| *n == e.namespace)
                 && labels.matches(&e.obj)

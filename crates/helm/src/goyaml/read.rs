@@ -289,6 +289,30 @@ pub(super) fn closing_quote(line: &str, from: usize, quote: char) -> Option<usiz
     None
 }
 
+/// A block scalar whose last line ends the text without a line break: libyaml (and so go-yaml)
+/// reads the end of the input as no line break, so clip and keep chomping keep none
+/// (`a: |\n  x` is `x`); the YAML 1.2 parser under us gives it one. helm's documents are split
+/// and trimmed before they are read, so a ConfigMap ending in a `|` block is read this way.
+fn without_break_past_the_end<'a>(text: &str, ev: Event<'a>, span: &granit_parser::Span) -> Event<'a> {
+    let at_end = span.end.byte_offset().map_or(span.end.index() >= text.chars().count(), |b| b >= text.len());
+    match ev {
+        Event::Scalar(value, style @ (ScalarStyle::Literal | ScalarStyle::Folded), anchor, tag)
+            if at_end && !text.ends_with(['\n', '\r']) && value.ends_with('\n') =>
+        {
+            let kept = value.len() - 1;
+            let value = match value {
+                std::borrow::Cow::Borrowed(v) => std::borrow::Cow::Borrowed(&v[..kept]),
+                std::borrow::Cow::Owned(mut v) => {
+                    v.truncate(kept);
+                    std::borrow::Cow::Owned(v)
+                }
+            };
+            Event::Scalar(value, style, anchor, tag)
+        }
+        ev => ev,
+    }
+}
+
 /// `Some(())` when the scalar starting at `from` is still open at the end of the line.
 pub(super) fn scan_quoted(line: &str, from: usize, quote: char) -> Option<()> {
     match closing_quote(line, from, quote) {
@@ -335,7 +359,7 @@ impl<'a> Reader<'a> {
     pub(super) fn next(&mut self) -> Result<Option<Event<'a>>, String> {
         match self.parser.next_event() {
             None => Ok(None),
-            Some(Ok((ev, _))) => Ok(Some(ev)),
+            Some(Ok((ev, span))) => Ok(Some(without_break_past_the_end(self.text, ev, &span))),
             Some(Err(e)) => Err(libyaml_error(self.text, e.marker().line(), &e.info())),
         }
     }

@@ -15,6 +15,21 @@ fn quoted_scalars_continued_left_of_their_block_are_read() {
     assert_eq!(v["spec"]["a"]["d"], 493);
 }
 
+/// libyaml reads the end of the input as no line break: a block scalar that ends the text
+/// without one keeps no final line break, whatever its chomping; one followed by a line break,
+/// or by more content, keeps it.
+#[test]
+fn a_block_scalar_ending_the_text_without_a_line_break_has_none() {
+    let read = |t: &str| super::yaml_to_value(t).expect("reads").to_json();
+    assert_eq!(read("a: |\n  x")["a"], "x");
+    assert_eq!(read("a: |+\n  x")["a"], "x");
+    assert_eq!(read("a: >\n  x\n  y")["a"], "x y");
+    assert_eq!(read("a: |-\n  x")["a"], "x");
+    assert_eq!(read("a: |\n  x\n")["a"], "x\n");
+    assert_eq!(read("a: |\n  x\nb: c")["a"], "x\n");
+    assert_eq!(read("a: |\n  x\n# end")["a"], "x\n");
+}
+
 fn m(pairs: &[(&str, Value)]) -> Value {
     Value::map(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
 }

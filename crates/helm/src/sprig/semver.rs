@@ -279,6 +279,19 @@ struct Constraint {
     dirty: bool,
 }
 
+/// semver v3.5's bounds on a constraint: its length and its `||` groups.
+const MAX_CONSTRAINT_LEN: usize = 512;
+const MAX_CONSTRAINT_GROUPS: usize = 32;
+
+/// Helm's `IsCompatibleRange`: whether `version` satisfies `constraint`; a constraint or version
+/// that does not parse (the empty constraint among them) is not compatible.
+pub fn is_compatible_range(constraint: &str, version: &str) -> bool {
+    match (Constraints::parse(constraint), Version::parse(version)) {
+        (Ok(c), Ok(v)) => c.check(&v),
+        _ => false,
+    }
+}
+
 /// A parsed constraint (`semver.NewConstraint`).
 pub struct Constraints {
     groups: Vec<(Vec<Constraint>, bool)>,
@@ -290,7 +303,13 @@ fn is_x(s: &str) -> bool {
 
 impl Constraints {
     pub fn parse(c: &str) -> Result<Constraints, String> {
+        if c.len() > MAX_CONSTRAINT_LEN {
+            return Err(format!("constraint string is too long (max {MAX_CONSTRAINT_LEN} bytes)"));
+        }
         let c = rewrite_range(c);
+        if c.split("||").count() > MAX_CONSTRAINT_GROUPS {
+            return Err(format!("too many constraint groups (max {MAX_CONSTRAINT_GROUPS})"));
+        }
         let mut groups = Vec::new();
         for part in c.split("||") {
             if !VALID.is_match(part) {

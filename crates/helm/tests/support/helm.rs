@@ -17,6 +17,10 @@ use std::process::Command;
 
 use serde_json::Value as Json;
 
+/// helm's output read independently of our go-yaml emulation (`libyaml-safer`).
+#[path = "yaml_oracle.rs"]
+pub mod oracle;
+
 /// How to install the helm the tests use.
 pub const INSTALL_HINT: &str = "install with `.ci/install-helm` (or set CLUSTERSTACK_HELM to a helm v4 binary)";
 
@@ -154,9 +158,18 @@ pub fn object_key(obj: &Json) -> String {
     format!("{}/{}/{}/{}", s("/apiVersion"), s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
 }
 
-/// Parses documents into objects by key (a document that is not a mapping is keyed by its
-/// source and position). Two objects with one key get `#2`, `#3` suffixes.
+/// Parses documents into objects by key with the independent reader ([`oracle`]), as the API
+/// server is given them; see [`parse_docs_with`].
 pub fn parse_docs<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<BTreeMap<String, Json>, String> {
+    parse_docs_with(docs, oracle::read_one)
+}
+
+/// Parses documents into objects by key with `read` (a document that is not a mapping is keyed
+/// by its source and position). Two objects with one key get `#2`, `#3` suffixes.
+pub fn parse_docs_with<'a>(
+    docs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    read: impl Fn(&str) -> Result<Json, String>,
+) -> Result<BTreeMap<String, Json>, String> {
     let mut objects = BTreeMap::new();
     // A CRD file is printed as it is: several documents under one `# Source:`.
     let docs =
@@ -165,8 +178,8 @@ pub fn parse_docs<'a>(docs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Res
         if content.trim().is_empty() {
             continue;
         }
-        let value: Json = serde_saphyr::from_str(&content)
-            .map_err(|e| format!("YAML of {source} does not parse: {e}\n---\n{content}"))?;
+        let value: Json =
+            read(&content).map_err(|e| format!("YAML of {source} does not parse: {e}\n---\n{content}"))?;
         if value.is_null() {
             continue;
         }

@@ -4,13 +4,17 @@
 //! Rules (see `docs/DESIGN.md`):
 //! - A release *matches* a ClusterStack when provider, name and Kubernetes
 //!   minor are equal and its version fits the channel: `stable` takes only
-//!   `vN`, `custom` only non-stable `vN-<channel>.<id>`.
+//!   `vN`, `custom` only non-stable `vN-<channel>.<id>`, a named channel (`ttl`)
+//!   only `vN-<name>.<id>`.
 //! - Kept: every pinned `spec.versions` entry; the latest matching release
 //!   when `autoSubscribe`; the latest ready existing release; every release
 //!   whose ClusterClass (in the stack's namespace) a Cluster uses.
-//! - "Latest" is the highest stable version, compared numerically. The
-//!   `custom` channel has no latest: hash versions have no order, so it keeps
-//!   only pinned and in-use releases (`autoSubscribe` has no effect there).
+//! - "Latest" is the highest stable version, compared numerically; in a named
+//!   channel the highest `vN`, then the highest numeric id (`v0-ttl.<unix time>`:
+//!   the newest build). The `custom` channel has no latest: hash versions and
+//!   versions of different channels have no order, so it keeps only pinned and
+//!   in-use releases (`autoSubscribe` has no effect there). A development build
+//!   (`v0-ttl.*`) is thus never auto-subscribed unless the stack asks for `ttl`.
 //! - Created: kept releases the source listed that do not exist yet. When the
 //!   source could not be listed nothing is created and nothing is deleted.
 //! - Deleted: existing releases outside the keep set, only after a
@@ -145,9 +149,9 @@ pub struct Plan {
     pub create: Vec<ReleaseId>,
     /// Names of ClusterStackReleases to delete.
     pub delete: Vec<String>,
-    /// The latest matching release the source lists (stable channel only).
+    /// The latest matching release the source lists (none in the `custom` channel).
     pub latest: Option<ReleaseId>,
-    /// The newest ready existing release (stable channel only).
+    /// The newest ready existing release (none in the `custom` channel).
     pub latest_ready: Option<ReleaseId>,
     /// Whether the source listing was available.
     pub source_listed: bool,
@@ -212,10 +216,7 @@ pub fn plan_with_holds(
     let of_stack = |id: &ReleaseId| {
         kubernetes.is_some_and(|k| id.provider == spec.provider && id.name == spec.name && id.kubernetes == k)
     };
-    let in_channel = |v: &StackVersion| match spec.channel {
-        Channel::Stable => v.is_stable(),
-        Channel::Custom => !v.is_stable(),
-    };
+    let in_channel = |v: &StackVersion| spec.channel.admits(v);
 
     // Listed releases of this stack and channel, deduplicated.
     let matching: BTreeMap<String, ReleaseId> = listed
@@ -262,7 +263,7 @@ pub fn plan_with_holds(
             }
         };
         if !in_channel(&version) {
-            out.warnings.push(PlanWarning::PinnedWrongChannel { entry: entry.clone(), channel: spec.channel });
+            out.warnings.push(PlanWarning::PinnedWrongChannel { entry: entry.clone(), channel: spec.channel.clone() });
             continue;
         }
         let Some(k) = kubernetes else { continue };
@@ -280,11 +281,12 @@ pub fn plan_with_holds(
         add(&id, KeepReason::Pinned);
     }
 
-    // Latest (stable channel only; custom versions have no order).
-    if spec.channel == Channel::Stable {
-        out.latest = highest_stable(matching.values());
-        out.latest_ready = highest_stable(existing_ids.values().filter(|(_, ready)| *ready).map(|(id, _)| id));
-    }
+    // Latest: the newest in the channel's order (`custom` versions have none).
+    out.latest = spec.channel.newest(matching.values(), |id| &id.version).cloned();
+    out.latest_ready = spec
+        .channel
+        .newest(existing_ids.values().filter(|(_, ready)| *ready).map(|(id, _)| id), |id| &id.version)
+        .cloned();
     if spec.auto_subscribe
         && let Some(latest) = &out.latest
     {
@@ -323,15 +325,6 @@ pub fn plan_with_holds(
     }
     out.keep = keep;
     out
-}
-
-fn highest_stable<'a>(ids: impl Iterator<Item = &'a ReleaseId>) -> Option<ReleaseId> {
-    ids.filter_map(|id| match id.version {
-        StackVersion::Stable(n) => Some((n, id)),
-        StackVersion::PreRelease { .. } => None,
-    })
-    .max_by_key(|(n, _)| *n)
-    .map(|(_, id)| id.clone())
 }
 
 /// Stable versions numerically first, then non-stable ones by their dot form:

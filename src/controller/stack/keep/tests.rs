@@ -18,6 +18,7 @@ fn stack(channel: Channel, versions: &[&str], auto_subscribe: bool) -> ClusterSt
             source: None,
             poll_interval: None,
             suspend: false,
+            verify: None,
         },
     );
     cs.metadata.namespace = Some("stacks".into());
@@ -407,4 +408,83 @@ fn the_way_back_of_an_unfinished_rollout_is_kept() {
     // Without the hold v2 goes.
     let p = plan(&stack(Channel::Stable, &[], true), Some(&listed), &ex, &[]);
     assert_eq!(p.delete, ["docker-ferrol-1-27-v1", "docker-ferrol-1-27-v2"]);
+}
+
+/// The stack repository's development builds, `v0-ttl.<unix time>`: neither the stable nor the
+/// custom channel auto-subscribes to them; the `ttl` channel does, newest by time (numerically:
+/// a time with more digits is later), and keeps the newest ready one.
+#[test]
+fn ttl_builds_are_taken_by_auto_subscribe_only_in_the_ttl_channel_newest_by_time() {
+    let listed = ids(&[
+        "docker-ferrol-1-27-v3",
+        "docker-ferrol-1-27-v0-ttl-999999999",
+        "docker-ferrol-1-27-v0-ttl-1712345678",
+        "docker-ferrol-1-27-v0-ttl-1712000000",
+        "docker-ferrol-1-27-v0-sha-abc1234",
+    ]);
+    let stable = plan(&stack(Channel::Stable, &[], true), Some(&listed), &[], &[]);
+    assert_eq!(kept(&stable), ["docker-ferrol-1-27-v3"]);
+    let custom = plan(&stack(Channel::Custom, &[], true), Some(&listed), &[], &[]);
+    assert!(custom.keep.is_empty() && custom.latest.is_none(), "{custom:?}");
+    // Pinned, a ttl build is kept in the custom channel (the stack repository's own ClusterStack).
+    let pinned = plan(&stack(Channel::Custom, &["v0-ttl.1712000000"], true), Some(&listed), &[], &[]);
+    assert_eq!(kept(&pinned), ["docker-ferrol-1-27-v0-ttl-1712000000"]);
+
+    let ttl = Channel::parse("ttl").unwrap();
+    let existing =
+        existing(&[("docker-ferrol-1-27-v0-ttl-1712000000", true), ("docker-ferrol-1-27-v0-ttl-999999999", true)]);
+    let p = plan(&stack(ttl.clone(), &[], true), Some(&listed), &existing, &[]);
+    assert_eq!(p.latest.as_ref().map(ReleaseId::tag).as_deref(), Some("docker-ferrol-1-27-v0-ttl-1712345678"));
+    assert_eq!(p.latest_ready.as_ref().map(ReleaseId::tag).as_deref(), Some("docker-ferrol-1-27-v0-ttl-1712000000"));
+    assert_eq!(kept(&p), ["docker-ferrol-1-27-v0-ttl-1712000000", "docker-ferrol-1-27-v0-ttl-1712345678"]);
+    assert_eq!(tags(&p.create), ["docker-ferrol-1-27-v0-ttl-1712345678"]);
+    assert_eq!(p.delete, ["docker-ferrol-1-27-v0-ttl-999999999"]);
+    // Without auto-subscribe the newest is reported, not kept.
+    let p = plan(&stack(ttl, &[], false), Some(&listed), &[], &[]);
+    assert!(p.keep.is_empty() && p.latest.is_some());
+    // A stable pin in the ttl channel is the wrong channel; content hashes have no order.
+    let sha = plan(&stack(Channel::parse("sha").unwrap(), &[], true), Some(&listed), &[], &[]);
+    assert!(sha.latest.is_none() && sha.keep.is_empty());
+}
+
+#[test]
+fn channel_names_parse_and_serialize_as_written() {
+    for (text, channel) in
+        [("stable", Channel::Stable), ("custom", Channel::Custom), ("ttl", Channel::Named("ttl".into()))]
+    {
+        assert_eq!(Channel::parse(text).unwrap(), channel);
+        assert_eq!(serde_json::to_value(&channel).unwrap(), text);
+        assert_eq!(serde_json::from_value::<Channel>(serde_json::json!(text)).unwrap(), channel);
+    }
+    for bad in ["", "TTL", "1ttl", "t-tl", "t.l"] {
+        assert!(Channel::parse(bad).is_err(), "{bad}");
+        assert!(serde_json::from_value::<Channel>(serde_json::json!(bad)).is_err(), "{bad}");
+    }
+}
+
+/// Stack names with dashes (an open csctl change allows them): `scs`, `scs-hcp` and `scs-2` are
+/// three stacks, never each other's releases, and a Cluster's class names its own.
+#[test]
+fn dashed_stack_names_are_stacks_of_their_own() {
+    let listed =
+        ids(&["docker-scs-1-27-v1", "docker-scs-hcp-1-27-v5", "docker-scs-2-1-27-v9", "docker-scs-hcp-2-1-27-v7"]);
+    let named = |name: &str| {
+        let mut s = stack(Channel::Stable, &[], true);
+        s.spec.name = name.into();
+        s
+    };
+    for (name, latest) in [
+        ("scs", "docker-scs-1-27-v1"),
+        ("scs-hcp", "docker-scs-hcp-1-27-v5"),
+        ("scs-2", "docker-scs-2-1-27-v9"),
+        ("scs-hcp-2", "docker-scs-hcp-2-1-27-v7"),
+    ] {
+        let p = plan(&named(name), Some(&listed), &[], &[]);
+        assert_eq!(kept(&p), [latest], "{name}");
+    }
+    // In use by its class (dot form), in the stack's namespace; not by the other stack's.
+    let used = [usage("team-a", "c1", "docker-scs-hcp-1-27-v0-ttl.1712345678", "stacks")];
+    let p = plan(&named("scs-hcp"), Some(&listed), &[], &used);
+    assert!(p.keeps("docker-scs-hcp-1-27-v0-ttl-1712345678"), "{p:?}");
+    assert!(!plan(&named("scs"), Some(&listed), &[], &used).keeps("docker-scs-hcp-1-27-v0-ttl-1712345678"));
 }

@@ -91,6 +91,21 @@ struct Stored {
     managers: BTreeMap<String, (String, BTreeSet<FieldPath>)>,
 }
 
+/// `DeleteOptions.preconditions`: the delete goes ahead only if the object still has them.
+#[derive(Debug, Default)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl Preconditions {
+    pub fn of(options: &Value) -> Self {
+        let field =
+            |f: &str| options.pointer(&format!("/preconditions/{f}")).and_then(Value::as_str).map(str::to_string);
+        Self { uid: field("uid"), resource_version: field("resourceVersion") }
+    }
+}
+
 /// A watch event as stored in the history and broadcast to open watches, shared (`Arc`) by
 /// every watch and encoded at most once, as the real server's watch cache encodes an event once
 /// for all its watchers: copying and encoding it per watch made the double's fan-out cost grow

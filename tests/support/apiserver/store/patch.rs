@@ -107,7 +107,11 @@ impl Store {
         for (other, (_, owned)) in managers.iter_mut().filter(|(m, _)| m.as_str() != manager) {
             let mut lost = Vec::new();
             for p in &paths {
-                for q in owned.iter().filter(|q| overlaps(p, q)) {
+                // An empty map claims the map, not its entries: it conflicts with nobody who
+                // owns an entry (the real server's field sets hold `f:data: {}` beside
+                // another manager's `f:data/f:a`).
+                let empty_map = get_path(&config, p).and_then(Value::as_object).is_some_and(|m| m.is_empty());
+                for q in owned.iter().filter(|q| overlaps(p, q) && !(empty_map && q.len() > p.len())) {
                     if get_path(&old.obj, p) != get_path(&config, p) {
                         conflicts.push(format!("conflict with \"{other}\": .{}", p.join(".")));
                         lost.push(q.clone());
@@ -145,27 +149,27 @@ impl Store {
         self.write_existing(rt, &key, new, status, Some(managers))
     }
 
-    /// DELETE: marks objects with finalizers, removes the others.
-    pub fn delete(
-        &mut self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        precondition_uid: Option<&str>,
-    ) -> Res<Value> {
+    /// DELETE: checks the preconditions (uid, then resourceVersion, as the real server does),
+    /// marks objects with finalizers, removes the others.
+    pub fn delete(&mut self, rt: &ResourceType, ns: Option<&str>, name: &str, pre: &Preconditions) -> Res<Value> {
         let key = Self::key(rt, ns.unwrap_or(""), name);
         let old = self.objects.get(&key).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
-        if let Some(want) = precondition_uid
-            && meta(&old.obj, "uid").as_deref() != Some(want)
-        {
-            return Err(ApiError::new(
-                409,
-                "Conflict",
-                format!(
-                    "Precondition failed: UID in precondition: {want}, UID in object meta: {}",
-                    meta(&old.obj, "uid").unwrap_or_default()
-                ),
-            ));
+        for (what, want, field) in [
+            ("UID", pre.uid.as_deref(), "uid"),
+            ("ResourceVersion", pre.resource_version.as_deref(), "resourceVersion"),
+        ] {
+            if let Some(want) = want
+                && meta(&old.obj, field).as_deref() != Some(want)
+            {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Precondition failed: {what} in precondition: {want}, {what} in object meta: {}",
+                        meta(&old.obj, field).unwrap_or_default()
+                    ),
+                ));
+            }
         }
         self.delete_key(&key, rt)
     }

@@ -168,6 +168,28 @@ impl Store {
             let g = old.obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
+        // An object being deleted may lose finalizers, never gain one (the real server's
+        // ValidateObjectMetaUpdate).
+        if old.obj.pointer("/metadata/deletionTimestamp").is_some() {
+            let finalizers = |v: &Value| -> Vec<String> {
+                v.pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default()
+            };
+            let before = finalizers(&old.obj);
+            let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
+            if !added.is_empty() {
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    format!(
+                        "{} \"{}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}",
+                        rt.kind, key.3
+                    ),
+                ));
+            }
+        }
         let managers = managers.unwrap_or(old.managers.clone());
         if new == old.obj && managers == old.managers {
             return Ok(Self::render(rt, &old));

@@ -1,0 +1,155 @@
+//! `publish --sign` then `pull` with a policy, end to end against the real registry (Debian's
+//! `docker-registry`): a key pair from `clusterstack keygen`, a release published signed (a bundle
+//! per file, pushed with it, and a cosign signature where cosign looks: the tag
+//! `sha256-<manifest hex>.sig`), what was signed verified with our verifier, and pulls under a
+//! policy: the signed release passes, another key and an unsigned release are refused.
+
+#[path = "support/registry.rs"]
+mod registry;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use clusterstack::source::verify::cosign::{self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
+use registry::Registry;
+
+const TAG: &str = "docker-ferrol-1-27-v1";
+
+fn clusterstack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_clusterstack")).args(args).output().expect("run clusterstack")
+}
+
+fn ok(out: &Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "exit {:?}: {text}", out.status.code());
+    text
+}
+
+fn fails(out: &Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "expected a failure: {text}");
+    text
+}
+
+fn release_copy(root: &Path, tag: &str) -> std::path::PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("releases").join(tag);
+    let dir = root.join(tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+async fn get_json(url: &str, accept: &str) -> (reqwest::StatusCode, Vec<u8>) {
+    let resp = reqwest::Client::new().get(url).header("Accept", accept).send().await.unwrap();
+    (resp.status(), resp.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::test]
+async fn publish_sign_then_pull_with_a_policy() {
+    clusterstack::install_crypto_provider();
+    let Some(registry) = Registry::start("publish_sign_then_pull_with_a_policy") else { return };
+    let work = tempfile::tempdir().unwrap();
+    let w = |p: &str| work.path().join(p).display().to_string();
+    ok(&clusterstack(&["keygen", &w("release")]));
+    ok(&clusterstack(&["keygen", &w("stranger")]));
+    assert!(fails(&clusterstack(&["keygen", &w("release")])).contains("exists"), "a key is never overwritten");
+
+    let repo = format!("oci://{}/stacks", registry.host());
+    let dir = release_copy(work.path(), TAG);
+    let dir_s = dir.display().to_string();
+    let published = ok(&clusterstack(&["publish", "--sign", "--key", &w("release.key"), &dir_s, &repo]));
+    let digest = published
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{repo}:{TAG}@")))
+        .unwrap_or_else(|| panic!("no digest in {published}"))
+        .to_string();
+
+    // A bundle per file, verified with our verifier (and refused for another key or file).
+    let pubkey = w("release.pub");
+    let bundle = format!("{dir_s}/metadata.yaml.sigstore.json");
+    let metadata = format!("{dir_s}/metadata.yaml");
+    let verify = |key: &str, artifact: &str| {
+        clusterstack(&["verify-bundle", "--bundle", &bundle, "--key", key, "--insecure-ignore-tlog", artifact])
+    };
+    ok(&verify(&pubkey, &metadata));
+    assert!(fails(&verify(&w("stranger.pub"), &metadata)).contains("WrongIdentity"));
+    assert!(fails(&verify(&pubkey, &format!("{dir_s}/hashes.json"))).contains("ArtifactMismatch"));
+    assert!(
+        fails(&clusterstack(&["verify-bundle", "--bundle", &bundle, "--key", &pubkey, &metadata])).contains("BadProof")
+    );
+
+    // The registry: the bundles are files of the artifact; the signature is where cosign looks.
+    let base = format!("http://{}/v2/stacks", registry.host());
+    let (status, body) =
+        get_json(&format!("{base}/manifests/{TAG}"), "application/vnd.oci.image.manifest.v1+json").await;
+    assert!(status.is_success());
+    let manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let titles: Vec<&str> = manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["annotations"]["org.opencontainers.image.title"].as_str())
+        .collect();
+    assert_eq!(titles.iter().filter(|t| t.ends_with(".sigstore.json")).count(), 7, "{titles:?}");
+    let sig_tag = cosign::signature_tag(&digest);
+    assert_eq!(sig_tag, format!("sha256-{}.sig", digest.trim_start_matches("sha256:")));
+    let (status, body) =
+        get_json(&format!("{base}/manifests/{sig_tag}"), "application/vnd.oci.image.manifest.v1+json").await;
+    assert!(status.is_success(), "no {sig_tag} in the registry");
+    let sig_manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let layer = &sig_manifest["layers"][0];
+    assert_eq!(layer["mediaType"], SIMPLE_SIGNING);
+    assert!(layer["annotations"][SIGNATURE_ANNOTATION].as_str().is_some_and(|s| !s.is_empty()));
+    let (_, payload) = get_json(&format!("{base}/blobs/{}", layer["digest"].as_str().unwrap()), "*/*").await;
+    let payload: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(payload["critical"]["image"]["docker-manifest-digest"], digest.as_str());
+    assert_eq!(payload["critical"]["identity"]["docker-reference"], format!("{}/stacks", registry.host()));
+    assert_eq!(payload["critical"]["type"], "cosign container image signature");
+
+    // An unsigned release beside it.
+    let unsigned = release_copy(&work.path().join("u"), "docker-ferrol-1-27-v2");
+    ok(&clusterstack(&["publish", &unsigned.display().to_string(), &repo]));
+
+    // Pull with policies: both kinds of signature, the policy's key given as a file.
+    let policy = w("policy.yaml");
+    std::fs::write(&policy, "kind: both\nkey: {secretRef: {name: release-signing}}\nignoreTransparencyLog: true\n")
+        .unwrap();
+    let pull = |tag: &str, key: &str, cache: &str| {
+        clusterstack(&[
+            "pull",
+            tag,
+            "--source",
+            &repo,
+            "--cache",
+            &w(cache),
+            "--verify-policy",
+            &policy,
+            "--verify-key",
+            key,
+        ])
+    };
+    let pulled = ok(&pull(TAG, &pubkey, "cache"));
+    assert!(work.path().join("cache").join(format!("oci/{}/stacks/{TAG}/manifest.json", registry.host())).is_file());
+    assert!(pulled.contains("signed    by key"), "{pulled}");
+    let refused = fails(&pull(TAG, &w("stranger.pub"), "cache"));
+    assert!(refused.contains("WrongIdentity"), "{refused}");
+    let refused = fails(&pull("docker-ferrol-1-27-v2", &pubkey, "cache2"));
+    assert!(refused.contains("SignatureMissing"), "{refused}");
+    // Nothing of a refused release is extracted into the cache.
+    let cached = work.path().join("cache2").join(format!("oci/{}/stacks", registry.host()));
+    assert!(work.path().join("cache2/.tmp").is_dir(), "the cache was opened");
+    assert!(!cached.join("docker-ferrol-1-27-v2").exists(), "a refused release is not in the cache");
+    assert!(
+        std::fs::read_dir(work.path().join("cache2/.tmp")).unwrap().next().is_none(),
+        "nor half of it in the cache's work area"
+    );
+
+    // cosign alone: the manifest's signature covers the whole release.
+    std::fs::write(&policy, "kind: cosign\nkey: {secretRef: {name: release-signing}}\nignoreTransparencyLog: true\n")
+        .unwrap();
+    ok(&pull(TAG, &pubkey, "cache3"));
+    assert!(fails(&pull("docker-ferrol-1-27-v2", &pubkey, "cache3")).contains("SignatureMissing"));
+}
