@@ -294,10 +294,11 @@ pub(super) fn closing_quote(line: &str, from: usize, quote: char) -> Option<usiz
 /// (`a: |\n  x` is `x`); the YAML 1.2 parser under us gives it one. helm's documents are split
 /// and trimmed before they are read, so a ConfigMap ending in a `|` block is read this way.
 fn without_break_past_the_end<'a>(text: &str, ev: Event<'a>, span: &granit_parser::Span) -> Event<'a> {
-    let at_end = span.end.byte_offset().map_or(span.end.index() >= text.chars().count(), |b| b >= text.len());
+    // Counting characters is a pass over the whole text: asked last, only of such a scalar.
+    let at_end = || span.end.byte_offset().map_or(span.end.index() >= text.chars().count(), |b| b >= text.len());
     match ev {
         Event::Scalar(value, style @ (ScalarStyle::Literal | ScalarStyle::Folded), anchor, tag)
-            if at_end && !text.ends_with(['\n', '\r']) && value.ends_with('\n') =>
+            if !text.ends_with(['\n', '\r']) && value.ends_with('\n') && at_end() =>
         {
             let kept = value.len() - 1;
             let value = match value {

@@ -314,6 +314,11 @@ impl Fast<'_> {
             blanks = 0;
             start = self.after(line_end);
         }
+        if start >= s.len() && !s.ends_with(b"\n") && !s.ends_with(b"\r") {
+            // Ending the text without a line break: go-yaml keeps no final break (see
+            // `read::without_break_past_the_end`), left to the general reader.
+            return Err(GiveUp);
+        }
         if !strip {
             out.push('\n');
         }
