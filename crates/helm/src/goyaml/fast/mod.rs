@@ -185,7 +185,11 @@ impl Fast<'_> {
         if indent <= parent {
             return Ok(Value::Null);
         }
-        self.mapping(indent, start + indent)
+        match self.key(start + indent, end)? {
+            Some(_) => self.mapping(indent, start + indent),
+            // A scalar (or `{}`, `[]`) on a line of its own.
+            None => self.inline(parent, start + indent, end),
+        }
     }
 
     /// A block mapping whose keys are at column `indent`, the first at byte `at` of the

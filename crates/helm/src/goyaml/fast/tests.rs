@@ -43,6 +43,7 @@ fn manifests_are_read_fast_and_alike() {
         "",
         "a: b\na: c\n",
         "a:\n  b:\n    c:\n      d: []\n",
+        "annotations:\n    {}\nlabels:\n  x:\n    'y'\n  z:\n    plain\n    more\nlist:\n-\n  [a, b]\n",
         "key with spaces: v\nkey: value with spaces   \n",
         "a: ünïcödé\nb: 'ü'\n\"ö\": x\n",
     ];
@@ -77,7 +78,6 @@ fn rare_forms_and_errors_are_left_to_the_general_reader() {
         "a: b\n  c: d\n",
         "a: 'open\n",
         "a: \"x\"y\n",
-        "a:\n  b\n",
         "just text\n",
         "a: x # c\n  more\n",
         "a: .inf\n",
@@ -311,6 +311,12 @@ fn node(rng: &mut StdRng, indent: usize, depth: usize, out: &mut String) {
         } else {
             format!("{pad}{}:", key(rng))
         };
+        if rng.random_bool(0.08) {
+            // The value on a line of its own.
+            let more = indent + rng.random_range(0..4);
+            out.push_str(&format!("{lead}\n{}{}\n", " ".repeat(more), scalar(rng, indent)));
+            continue;
+        }
         if depth > 0 && rng.random_bool(0.35) {
             out.push_str(&lead);
             if rng.random_bool(0.2) {
