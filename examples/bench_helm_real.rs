@@ -267,11 +267,7 @@ struct Paths<'a> {
 
 /// kube-prometheus-stack the operator's way (see the top of the file): `render --addons`, the
 /// controller's render of one Cluster, and of 100 Clusters with and without values per Cluster.
-fn operator_path(
-    p: &Paths,
-    n: usize,
-    row: Row<'_>,
-) -> Result<(), Box<dyn std::error::Error>> {
+fn operator_path(p: &Paths, n: usize, row: Row<'_>) -> Result<(), Box<dyn std::error::Error>> {
     let named = operator::bundle(&p.charts.join("kube-prometheus-stack"), true)?;
     let same = operator::bundle(&p.charts.join("kube-prometheus-stack"), false)?;
     let values_dir = tempfile::tempdir()?;
