@@ -16,8 +16,9 @@
 //!   does (the render worker, a second process, renders; its reply is read back into objects);
 //! - 100 Clusters of one release rendered by that path through the controller's render cache,
 //!   once with values naming each Cluster (100 distinct values: 100 renders) and once with the
-//!   same values for all (one render, 99 reused), against helm run once per Cluster, two at a time
-//!   as the operator runs two render workers.
+//!   same values for all (once per distinct values: the first two Clusters render at once, so
+//!   two renders, 98 reused), against helm run once per Cluster, two at a time as the operator
+//!   runs two render workers.
 //!
 //! helm gets the same chart with the rendered values (`helm template cluster-addon DIR
 //! --namespace kube-system --include-crds --kube-version V -f values`, as the Go operator runs it).
