@@ -235,6 +235,7 @@ fn the_older_layout_renders_its_addons_with_the_release_values_from_a_directory(
             "default",
             cluster_objects(),
             Default::default(),
+            &clusterstack::render::cache::RenderCache::new(0),
         )
         .await
         .unwrap()

@@ -8,8 +8,9 @@ use std::time::Duration;
 use clusterstack::release::ReleaseId;
 use std::collections::BTreeMap;
 
+use clusterstack::render::addons::AddonRender;
 use clusterstack::render::worker::{AddonsJob, Reply, Request, SandboxConfig, run_worker};
-use clusterstack::render::{ClusterObjects, RenderContext, render_addons, render_cluster_class};
+use clusterstack::render::{ClusterObjects, RenderContext, RenderedChart, render_addons, render_cluster_class};
 
 fn config() -> SandboxConfig {
     let mut c = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_clusterstack")));
@@ -43,7 +44,12 @@ fn example_cluster() -> ClusterObjects {
 fn addons_request(bundle: &Path) -> Request {
     let values = BTreeMap::from([("cni".to_string(), serde_json::json!({"extra": "platform"}))]);
     Request {
-        addons: Some(AddonsJob { cluster: example_cluster(), addon_values: values, release_values: None }),
+        addons: Some(AddonsJob {
+            cluster: example_cluster(),
+            addon_values: values,
+            release_values: None,
+            reuse: Vec::new(),
+        }),
         ..request(bundle)
     }
 }
@@ -76,9 +82,35 @@ async fn addons_render_the_same_through_the_worker() {
         .with_cluster(job.cluster.clone())
         .with_addon_values(job.addon_values.clone());
     let local = render_addons(&bundle, &ctx).unwrap();
-    let Reply::Charts(remote) = run_worker(&config(), &request).await.unwrap() else { panic!("the worker failed") };
+    let Reply::Addons(remote) = run_worker(&config(), &request).await.unwrap() else { panic!("the worker failed") };
+    let remote: Vec<RenderedChart> = remote
+        .into_iter()
+        .map(|a| match a {
+            AddonRender::Rendered { chart, .. } => chart,
+            AddonRender::Reused { .. } => panic!("nothing was offered for reuse"),
+        })
+        .collect();
     assert!(local.len() >= 2 && local.iter().all(|c| !c.objects.is_empty()), "{local:?}");
     assert_eq!(serde_json::to_value(&local).unwrap(), serde_json::to_value(&remote).unwrap());
+}
+
+/// An addon whose values digest the parent offers is not rendered by the worker; the others are.
+#[tokio::test]
+async fn the_worker_skips_the_addons_the_parent_holds() {
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/helm-stack/cluster-addon");
+    let Reply::Addons(first) = run_worker(&config(), &addons_request(&bundle)).await.unwrap() else {
+        panic!("the worker failed")
+    };
+    let (key, digest) = match &first[0] {
+        AddonRender::Rendered { key, values: Some(digest), shareable: true, .. } => (key.clone(), digest.clone()),
+        other => panic!("a plain chart renders shareable, with a digest: {other:?}"),
+    };
+    let mut request = addons_request(&bundle);
+    request.addons.as_mut().unwrap().reuse = vec![(key.clone(), digest.clone()), ("other".into(), "x".into())];
+    let Reply::Addons(second) = run_worker(&config(), &request).await.unwrap() else { panic!("the worker failed") };
+    assert_eq!(second.len(), first.len());
+    assert!(matches!(&second[0], AddonRender::Reused { key: k, values } if *k == key && *values == digest));
+    assert!(second[1..].iter().all(|a| matches!(a, AddonRender::Rendered { .. })));
 }
 
 #[tokio::test]
@@ -148,4 +180,62 @@ async fn a_render_past_its_wall_time_is_stopped_and_named() {
     config.wall = Duration::from_millis(300);
     let e = run_worker(&config, &request).await.expect_err("stopped");
     assert!(e.contains("wall-time budget"), "{e}");
+}
+
+/// Writes a Helm addon `name` into `bundle` whose ConfigMap holds `data` (a template line).
+fn helm_addon(bundle: &Path, name: &str, overwrite: Option<&str>, data: &str) {
+    let dir = bundle.join(name);
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(dir.join("Chart.yaml"), format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n")).unwrap();
+    if let Some(overwrite) = overwrite {
+        std::fs::write(dir.join("overwrite.yaml"), format!("values: |\n  {overwrite}\n")).unwrap();
+    }
+    let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: {data}\n");
+    std::fs::write(dir.join("templates/cm.yaml"), cm).unwrap();
+}
+
+fn cluster_named(name: &str) -> ClusterObjects {
+    ClusterObjects { cluster: serde_json::json!({"metadata": {"name": name}}), ..Default::default() }
+}
+
+/// The operator's addon render through its cache: an addon is rendered once per distinct values
+/// of a release (its values are still rendered per Cluster), never shared when its render drew
+/// on randomness, and never across releases.
+#[tokio::test]
+async fn addon_renders_are_shared_per_release_and_values_but_never_random_ones() {
+    use clusterstack::render::cache::{ReleaseKey, RenderCache};
+    use clusterstack::render::worker::render_addons_isolated;
+    let dir = tempfile::tempdir().unwrap();
+    helm_addon(dir.path(), "fixed", None, r#"{{ .Values.x | default "same" | quote }}"#);
+    helm_addon(dir.path(), "named", Some("name: {{ .Cluster.metadata.name }}"), "{{ .Values.name | quote }}");
+    helm_addon(dir.path(), "secret", None, "{{ randAlphaNum 16 | quote }}");
+    let cache = RenderCache::new(1 << 20);
+    let id = ReleaseId::from_tag("docker-ferrol-1-27-v3").unwrap();
+    let ctx = |cluster: &str| RenderContext::new(&id, "ns").with_cluster(cluster_named(cluster));
+    let key = ReleaseKey::new(dir.path(), &["digest-1"], &ctx("a"));
+    let render = |cluster: &'static str, key: ReleaseKey| {
+        let (cache, path) = (&cache, dir.path().to_path_buf());
+        async move { render_addons_isolated("r", path, ctx(cluster), Some((cache, &key))).await.unwrap() }
+    };
+    let value = |charts: &[std::sync::Arc<RenderedChart>], i: usize| charts[i].objects[0].data["data"]["v"].clone();
+
+    let a1 = render("a", key.clone()).await;
+    assert_eq!(a1.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["fixed", "named", "secret"]);
+    let a2 = render("a", key.clone()).await;
+    let b = render("b", key.clone()).await;
+    // `fixed` renders once for all; `named` once per Cluster; `secret` on every render.
+    assert!(std::sync::Arc::ptr_eq(&a1[0], &a2[0]) && std::sync::Arc::ptr_eq(&a1[0], &b[0]));
+    assert!(std::sync::Arc::ptr_eq(&a1[1], &a2[1]));
+    assert!(!std::sync::Arc::ptr_eq(&a1[1], &b[1]));
+    assert_eq!((value(&a1, 1), value(&b, 1)), (serde_json::json!("a"), serde_json::json!("b")));
+    assert_ne!(value(&a1, 2), value(&a2, 2), "a random value is drawn anew for each render");
+    assert!(!std::sync::Arc::ptr_eq(&a1[2], &a2[2]));
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.renders), (3, 6), "{stats:?}");
+
+    // Another release (or its assets changed) shares nothing.
+    let other = ReleaseKey::new(dir.path(), &["digest-2"], &ctx("a"));
+    let c = render("a", other).await;
+    assert!(!std::sync::Arc::ptr_eq(&a1[0], &c[0]));
+    assert_eq!(value(&a1, 0), value(&c, 0));
 }

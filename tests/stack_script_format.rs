@@ -371,6 +371,7 @@ async fn a_release_pushed_by_the_stack_script_is_listed_pulled_resolved_and_rend
         "default",
         objects,
         Default::default(),
+        &clusterstack::render::cache::RenderCache::new(0),
     )
     .await
     .unwrap();

@@ -36,7 +36,7 @@ pub use apply_all::{ApplyOptions, CONFINED_PREFIX};
 pub use diff::{DiffEntry, DiffReport, ObjectDiff, comparable, mask_secret, unified};
 pub use discovery::{DiscoveryCache, Resolved};
 pub use inventory::{Action, Change, ChangeSet, Identity, Inventory, InventoryEntry, ObjectKey};
-pub use order::sort_for_apply;
+pub use order::{sort_for_apply, sort_for_apply_by};
 pub use stale::{WhenEmpty, stale};
 
 /// The field manager of every apply we make.

@@ -35,8 +35,14 @@ pub fn stage_of(object: &DynamicObject) -> u8 {
 /// Sorts objects into the deterministic apply order: by stage, then kind, name, namespace and
 /// group. Stable, so objects that compare equal keep their rendered order.
 pub fn sort_for_apply(objects: &mut [DynamicObject]) {
+    sort_for_apply_by(objects, |o| o);
+}
+
+/// [`sort_for_apply`] of items that each hold an object (`object` finds it).
+pub fn sort_for_apply_by<T>(items: &mut [T], object: impl Fn(&T) -> &DynamicObject) {
     // The key is computed once per object, not once per comparison.
-    objects.sort_by_cached_key(|o| {
+    items.sort_by_cached_key(|item| {
+        let o = object(item);
         let (group, kind) = group_kind(o);
         let name = o.metadata.name.clone().unwrap_or_default();
         (stage(group, kind), kind.to_string(), name, o.metadata.namespace.clone(), group.to_string())

@@ -159,11 +159,10 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
     let charts = resolve(&args).await?;
     // Documents helm prints but no API server accepts are printed too, with a warning.
     let mut ctx = RenderContext::new(&charts.id, &args.namespace).keeping_unaccepted();
-    let mut unaccepted = Vec::new();
     if let Some(kube) = args.kube_version.as_ref().or(charts.kube_version.as_ref()) {
         ctx = ctx.with_kube_version(kube.as_str());
     }
-    let objects: Vec<DynamicObject> = if args.addons {
+    if args.addons {
         let Some(cluster_file) = &args.cluster else {
             return Err(CliError::Usage("--addons needs --cluster FILE".into()));
         };
@@ -179,10 +178,14 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
                 .map_err(|e| CliError::Usage(format!("--values {file}: {e}")))?;
             values.insert(addon.to_string(), v);
         }
-        let ctx = ctx
+        let mut ctx = ctx
             .with_cluster(read_cluster(cluster_file)?)
             .with_addon_values(values)
             .with_release_values(charts.release_values.clone());
+        if args.output == Format::Yaml {
+            // Printed as helm prints them: each object's document, not the object written again.
+            ctx = ctx.keeping_text();
+        }
         let rendered = crate::controller::addon::render::render_bundle(addon_dir, charts.stages.as_deref(), &ctx)
             .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
         if rendered.charts.is_empty() {
@@ -196,7 +199,7 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         if stages.is_empty() {
             return Err(CliError::Usage(format!("the hook {hook} has no stages in {}", args.release())));
         }
-        let mut out = Vec::new();
+        let mut applied = Vec::new();
         for (i, stage) in stages.iter().enumerate() {
             let waits = [("pre", &stage.wait_for_pre_condition), ("post", &stage.wait_for_post_condition)]
                 .iter()
@@ -206,17 +209,14 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
             if stage.action == crate::controller::addon::stages::Action::Apply
                 && let Some(chart) = rendered.charts.iter().find(|c| c.name == stage.name)
             {
-                out.extend(chart.objects.iter().cloned());
-                unaccepted.extend(chart.unaccepted.iter().cloned());
+                applied.push(chart.clone());
             }
         }
-        out
-    } else {
-        let rendered = render::render_chart(&charts.cluster_class, &ctx)
-            .map_err(|e| CliError::Usage(charts.unmask(&e.to_string())))?;
-        unaccepted = rendered.unaccepted;
-        rendered.objects
-    };
+        return print_addons(&applied, &charts, args.output, args.release());
+    }
+    let rendered = render::render_chart(&charts.cluster_class, &ctx)
+        .map_err(|e| CliError::Usage(charts.unmask(&e.to_string())))?;
+    let (objects, mut unaccepted) = (rendered.objects, rendered.unaccepted);
     if objects.is_empty() && unaccepted.is_empty() {
         return Err(CliError::Usage(format!("{} rendered no objects", args.release())));
     }
@@ -224,6 +224,64 @@ pub async fn run(args: RenderArgs) -> Result<(), CliError> {
         document.file = charts.unmask(&document.file);
     }
     print_rendered(&objects, &unaccepted, args.output)
+}
+
+/// Prints the addons applied by the stages shown: with YAML each object's document as helm
+/// prints it (`# Source:` and its text) in apply order (the project's Jinja bundles, which have
+/// no helm text, as objects), with JSON the objects; then the documents no API server accepts,
+/// each with a warning.
+fn print_addons(
+    applied: &[std::sync::Arc<render::RenderedChart>],
+    charts: &Charts,
+    format: Format,
+    release: &str,
+) -> Result<(), CliError> {
+    let mut unaccepted: Vec<render::UnacceptedDocument> =
+        applied.iter().flat_map(|c| c.unaccepted.iter().cloned()).collect();
+    if applied.iter().all(|c| c.objects.is_empty()) && unaccepted.is_empty() {
+        return Err(CliError::Usage(format!("{release} rendered no objects")));
+    }
+    for document in &mut unaccepted {
+        document.file = charts.unmask(&document.file);
+    }
+    if format == Format::Json {
+        let objects: Vec<DynamicObject> = applied.iter().flat_map(|c| c.objects.iter().cloned()).collect();
+        return print_rendered(&objects, &unaccepted, format);
+    }
+    for document in &unaccepted {
+        eprintln!(
+            "warning: {document}: helm prints it, but no API server accepts it (the operator refuses the release)"
+        );
+    }
+    let with_text = |c: &render::RenderedChart| c.texts.len() == c.objects.len() + c.unaccepted.len();
+    let write_error = |source| CliError::Write { path: "standard output".into(), source };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let text = |out: &mut std::io::BufWriter<_>, t: &render::DocumentText| -> std::io::Result<()> {
+        use std::io::Write as _;
+        // The text as helm prints it, white space at its end included (a kept block scalar's).
+        write!(out, "---\n# Source: {}\n", t.source)?;
+        out.write_all(t.text.as_bytes())?;
+        if t.text.ends_with('\n') { Ok(()) } else { out.write_all(b"\n") }
+    };
+    // The objects of every chart, then the documents no API server accepts, as before.
+    for chart in applied {
+        if with_text(chart) {
+            chart.texts[..chart.objects.len()].iter().try_for_each(|t| text(&mut out, t)).map_err(write_error)?;
+        } else {
+            let printed = format_documents(&chart.objects, &[], Format::Yaml)?;
+            std::io::Write::write_all(&mut out, printed.to_string().as_bytes()).map_err(write_error)?;
+        }
+    }
+    for chart in applied {
+        if with_text(chart) {
+            chart.texts[chart.objects.len()..].iter().try_for_each(|t| text(&mut out, t)).map_err(write_error)?;
+        } else {
+            let extra: Vec<&serde_json::Value> = chart.unaccepted.iter().map(|d| &d.document).collect();
+            let printed = format_documents(&[], &extra, Format::Yaml)?;
+            std::io::Write::write_all(&mut out, printed.to_string().as_bytes()).map_err(write_error)?;
+        }
+    }
+    std::io::Write::flush(&mut out).map_err(write_error)
 }
 
 /// Prints the objects, then the documents no API server accepts (as helm prints them, last),

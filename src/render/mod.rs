@@ -11,8 +11,10 @@
 //! line and the missing name; a template reaches only the files of its own
 //! `templates/` directory; fuel and output size are limited. The output is
 //! parsed as multi-document YAML into [`DynamicObject`]s, validated, checked
-//! for duplicates and returned in apply order ([`sort_for_apply`]).
+//! for duplicates and returned in apply order ([`crate::apply::sort_for_apply`]).
 
+pub mod addons;
+pub mod cache;
 mod engine;
 mod helm_text;
 mod jinja;
@@ -28,8 +30,6 @@ use crate::release::ReleaseId;
 
 pub use helm_text::{HelmText, template_helm_release};
 pub use objects::{ObjectKey, UnacceptedDocument};
-
-use crate::apply::sort_for_apply;
 
 /// The chart description file of a bundle directory.
 pub const CHART_FILE: &str = "Chart.yaml";
@@ -103,6 +103,10 @@ pub struct RenderContext {
     /// [`RenderedChart::unaccepted`] (for `clusterstack render`, which prints them as helm does)
     /// instead of failing on them (what applying needs).
     pub keep_unaccepted: bool,
+    /// Keep each document of a Helm chart as it rendered it in [`RenderedChart::texts`] (for
+    /// `clusterstack render`, which prints them as helm does), building only the head of each
+    /// object (`apiVersion`, `kind`, `metadata`); applying needs whole objects and no text.
+    pub keep_text: bool,
 }
 
 impl RenderContext {
@@ -118,12 +122,19 @@ impl RenderContext {
             addon_values: Default::default(),
             release_values: None,
             keep_unaccepted: false,
+            keep_text: false,
         }
     }
 
     /// The same context keeping documents no API server accepts (see `keep_unaccepted`).
     pub fn keeping_unaccepted(mut self) -> Self {
         self.keep_unaccepted = true;
+        self
+    }
+
+    /// The same context keeping each Helm document's text (see `keep_text`).
+    pub fn keeping_text(mut self) -> Self {
+        self.keep_text = true;
         self
     }
 
@@ -218,10 +229,24 @@ impl RenderError {
 pub struct RenderedChart {
     /// `name` of `Chart.yaml`; for addons the addon's name.
     pub name: String,
+    #[serde(deserialize_with = "objects::deserialize_objects")]
     pub objects: Vec<DynamicObject>,
     /// Documents helm prints but no API server accepts (only with
     /// [`RenderContext::keep_unaccepted`] or from [`render_helm_release`]; else an error).
     pub unaccepted: Vec<UnacceptedDocument>,
+    /// The documents of `objects` then of `unaccepted`, in their order, as helm prints them (Helm
+    /// charts with [`RenderContext::keep_text`] only, whose `objects` then hold only their head;
+    /// else empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub texts: Vec<DocumentText>,
+}
+
+/// A rendered document's text and the template that wrote it, as `helm template` prints them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+pub struct DocumentText {
+    /// Helm's name of the template: `chart/templates/x.yaml`, `chart/charts/sub/crds/y.yaml`.
+    pub source: String,
+    pub text: String,
 }
 
 /// A chart directory's `Chart.yaml`, read as helm reads it: the one reader of that file for
@@ -296,27 +321,14 @@ pub fn addon_names(bundle_dir: &Path) -> Result<Vec<String>, RenderError> {
 /// workload cluster in `ctx.cluster`. Fails when two addons render the same object.
 /// A directory that is itself a chart is rendered as the one addon.
 pub fn render_addons(bundle_dir: &Path, ctx: &RenderContext) -> Result<Vec<RenderedChart>, RenderError> {
-    if bundle_dir.join(CHART_FILE).is_file() {
-        check_addon_value_names(bundle_dir, &[bundle_dir.to_path_buf()], ctx)?;
-        return Ok(vec![render_addon(bundle_dir, ctx)?]);
-    }
-    let mut charts = Vec::new();
-    let (mut all, mut sources) = (Vec::new(), Vec::new());
-    let names = addon_names(bundle_dir)?;
-    let dirs: Vec<PathBuf> = names.iter().map(|n| bundle_dir.join(n)).collect();
-    check_addon_value_names(bundle_dir, &dirs, ctx)?;
-    for name in names {
-        // An addon is its directory, as `clusteraddon.yaml` and the Go operator name it (scs2's
-        // `cni/` holds the chart `CNI`).
-        let mut chart = render_addon(&bundle_dir.join(&name), ctx)?;
-        chart.name = name.clone();
-        for object in &chart.objects {
-            all.push(object.clone());
-            sources.push(format!("addon {name}"));
-        }
-        charts.push(chart);
-    }
-    objects::check_duplicates(&all, &sources)?;
+    let charts: Vec<RenderedChart> = addons::render_addons_reusing(bundle_dir, ctx, &|_, _| false)?
+        .into_iter()
+        .filter_map(|addon| match addon {
+            addons::AddonRender::Rendered { chart, .. } => Some(chart),
+            addons::AddonRender::Reused { .. } => None,
+        })
+        .collect();
+    addons::check_addons(&charts)?;
     Ok(charts)
 }
 
@@ -372,6 +384,22 @@ pub fn render_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCha
 /// (as `helm template` prints them); `helm test` resources are not objects
 /// to apply and are left out.
 fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedChart, RenderError> {
+    let values = match &ctx.cluster {
+        Some(_) => addon_values(chart_dir, ctx)?,
+        None => serde_json::Value::Object(Default::default()),
+    };
+    Ok(render_helm_with(chart_dir, ctx, values, &mut helm_render::RenderEnv::default())?.0)
+}
+
+/// [`render_helm_chart`] with the user values given (an addon's from [`addon_values`]) and the
+/// render's state, which says afterwards whether the render drew on randomness; with the size of
+/// the rendered documents.
+fn render_helm_with(
+    chart_dir: &Path,
+    ctx: &RenderContext,
+    values: serde_json::Value,
+    env: &mut helm_render::RenderEnv,
+) -> Result<(RenderedChart, usize), RenderError> {
     let mut chart = helm_render::load_chart(chart_dir)?;
     chart.label = chart_dir.display().to_string();
     let mut opts = match &ctx.cluster {
@@ -388,31 +416,38 @@ fn render_helm_chart(chart_dir: &Path, ctx: &RenderContext) -> Result<RenderedCh
         max_output_bytes: ctx.limits.max_output_bytes,
         ..gotmpl::ExecLimits::default()
     };
-    if let Some(cluster) = &ctx.cluster {
-        // The chart's own `overwrite.yaml`; else the release's `cluster-addon-values.yaml` (the
-        // older layout: a release asset, beside the addon bundle, not in it); else, for a stack
-        // source rendered in place, the `cluster-addon-values.yaml` beside its `cluster-addon/`.
-        let overwrite = [
-            Some(chart_dir.join(OVERWRITE_FILE)),
-            ctx.release_values.clone(),
-            Some(chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|p| p.is_file());
-        if let Some(file) = overwrite {
-            opts.values =
-                render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
-        }
+    opts.values = values;
+    objects::helm_objects(chart, &opts, true, ctx.keep_text, env)
+}
+
+/// The values an addon's Helm chart is rendered with for the Cluster of `ctx`: its values
+/// template rendered, then the platform values over it.
+fn addon_values(chart_dir: &Path, ctx: &RenderContext) -> Result<serde_json::Value, RenderError> {
+    let mut values = serde_json::Value::Object(Default::default());
+    let Some(cluster) = &ctx.cluster else { return Ok(values) };
+    // The chart's own `overwrite.yaml`; else the release's `cluster-addon-values.yaml` (the
+    // older layout: a release asset, beside the addon bundle, not in it); else, for a stack
+    // source rendered in place, the `cluster-addon-values.yaml` beside its `cluster-addon/`.
+    let overwrite = [
+        Some(chart_dir.join(OVERWRITE_FILE)),
+        ctx.release_values.clone(),
+        Some(chart_dir.parent().unwrap_or(chart_dir).join(CLUSTER_ADDON_VALUES_FILE)),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.is_file());
+    if let Some(file) = overwrite {
+        values = render_values_template(&file.display().to_string(), &read_text(&file)?, cluster, &ctx.limits)?;
     }
     // Platform values (`valuesFrom`, `render --values`) come last, over the overwrite, as `-f`
     // files given after it would.
-    if ctx.cluster.is_some()
-        && let Some(platform) = platform_values(ctx, chart_dir, chart.name())
-    {
-        merge_values(&mut opts.values, platform.clone());
+    if !ctx.addon_values.is_empty() {
+        let chart = read_chart_file(chart_dir)?;
+        if let Some(platform) = platform_values(ctx, chart_dir, &chart.name) {
+            merge_values(&mut values, platform.clone());
+        }
     }
-    helm_objects(&chart, &opts, true)
+    Ok(values)
 }
 
 /// Renders any Helm chart (a directory or a `.tgz`) as `helm template` does with `opts`,
@@ -425,81 +460,7 @@ pub fn render_helm_release(
 ) -> Result<RenderedChart, RenderError> {
     let mut chart = helm_render::load_chart(chart_path)?;
     chart.label = chart_path.display().to_string();
-    helm_objects(&chart, opts, skip_tests)
-}
-
-fn helm_objects(
-    chart: &helm_render::Chart,
-    opts: &helm_render::HelmOptions,
-    skip_tests: bool,
-) -> Result<RenderedChart, RenderError> {
-    let manifests = helm_render::render_chart(chart, opts)?;
-    let docs: Vec<(String, String)> = manifests
-        .into_iter()
-        .filter(|m| {
-            !(skip_tests && m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test"))))
-        })
-        .map(|m| {
-            let inner = m.source.split_once('/').map(|(_, rest)| rest).unwrap_or(&m.source);
-            (format!("{}/{inner}", chart.label), m.content)
-        })
-        .collect();
-    let (mut objects, mut sources, mut unaccepted) = (Vec::new(), Vec::new(), Vec::new());
-    // Documents per template, for `document N` in messages.
-    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for (read, (label, _)) in read_documents(&docs).into_iter().zip(&docs) {
-        let count = counts.entry(label.as_str()).or_default();
-        *count += 1;
-        match objects::helm_document(label, *count, read)? {
-            objects::HelmDocument::Empty => {}
-            objects::HelmDocument::Object(object) => {
-                objects.push(*object);
-                sources.push(label.clone());
-            }
-            objects::HelmDocument::Unaccepted(document) => unaccepted.push(document),
-        }
-    }
-    objects::check_duplicates(&objects, &sources)?;
-    sort_for_apply(&mut objects);
-    Ok(RenderedChart { name: chart.metadata.name.clone(), objects, unaccepted })
-}
-
-/// Reads rendered documents as JSON, in order. Reading is most of a large chart's cost
-/// (kube-prometheus-stack's CRDs alone are 4.5 MB of YAML) and each document stands alone, so
-/// the documents are shared out over the machine's cores in contiguous runs.
-///
-/// Each is read followed by a line break, as helm's release manifest writes it
-/// (`---\n# Source: NAME\nDOCUMENT\n`) and the API server is given it: a block scalar that ends
-/// a document keeps its final line break, though the split document ends without one.
-fn read_documents(docs: &[(String, String)]) -> Vec<Result<serde_json::Value, String>> {
-    let read = |run: &[(String, String)]| -> Vec<_> {
-        run.iter().map(|(_, text)| helm_render::yaml_to_json(&format!("{text}\n"))).collect()
-    };
-    let bytes: usize = docs.iter().map(|d| d.1.len()).sum();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
-    // Below a few hundred KiB a thread costs more than it saves.
-    if threads < 2 || bytes < 256 * 1024 {
-        return read(docs);
-    }
-    // Runs of about equal bytes, not equal counts: one CRD can outweigh fifty small objects.
-    let share = bytes.div_ceil(threads);
-    let mut runs = Vec::new();
-    let (mut start, mut size) = (0, 0);
-    for (i, d) in docs.iter().enumerate() {
-        size += d.1.len();
-        if size >= share {
-            runs.push(&docs[start..=i]);
-            (start, size) = (i + 1, 0);
-        }
-    }
-    if start < docs.len() {
-        runs.push(&docs[start..]);
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = runs.iter().map(|run| scope.spawn(move || read(run))).collect();
-        // A panic in the reader is a bug; it surfaces here as it would have on this thread.
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    })
+    Ok(objects::helm_objects(chart, opts, skip_tests, false, &mut helm_render::RenderEnv::seeded(opts.seed))?.0)
 }
 
 /// Renders the ecosystem's addon values file (`overwrite.yaml`, `cluster-addon-values.yaml`)

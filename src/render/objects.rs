@@ -6,7 +6,7 @@ use std::fmt;
 
 use kube::api::DynamicObject;
 
-use super::RenderError;
+use super::{DocumentText, RenderError, RenderedChart};
 
 /// What makes an object unique in a cluster: group, kind, namespace and name.
 /// The version is left out on purpose: two versions of one kind are the same object.
@@ -236,10 +236,39 @@ fn into_dynamic_object(doc: serde_json::Value) -> Result<DynamicObject, String> 
     })
 }
 
+/// Objects read as [`into_dynamic_object`] builds them, for the render worker's reply: serde's
+/// derived `DynamicObject` reader buffers every object whole for its flattened fields first.
+pub(crate) fn deserialize_objects<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<DynamicObject>, D::Error> {
+    struct Objects;
+    impl<'de> serde::de::Visitor<'de> for Objects {
+        type Value = Vec<DynamicObject>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of objects")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(value) = seq.next_element::<serde_json::Value>()? {
+                out.push(into_dynamic_object(value).map_err(serde::de::Error::custom)?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Objects)
+}
+
 /// Fails when two objects share group, kind, namespace and name; `sources`
 /// names the template each object came from (same length as `objects`).
 pub(crate) fn check_duplicates(objects: &[DynamicObject], sources: &[String]) -> Result<(), RenderError> {
-    match duplicates(objects, sources).into_iter().next() {
+    check_duplicates_of(objects.iter().zip(sources.iter().map(String::as_str)))
+}
+
+/// [`check_duplicates`] over objects with their sources, wherever the objects are.
+pub(crate) fn check_duplicates_of<'a>(
+    objects: impl IntoIterator<Item = (&'a DynamicObject, &'a str)>,
+) -> Result<(), RenderError> {
+    match duplicates_of(objects).into_iter().next() {
         Some(duplicate) => Err(duplicate),
         None => Ok(()),
     }
@@ -248,21 +277,132 @@ pub(crate) fn check_duplicates(objects: &[DynamicObject], sources: &[String]) ->
 /// Every object that shares group, kind, namespace and name with an earlier one, as the error
 /// [`check_duplicates`] gives for the first.
 pub(crate) fn duplicates(objects: &[DynamicObject], sources: &[String]) -> Vec<RenderError> {
-    let mut seen: HashMap<ObjectKey, usize> = HashMap::with_capacity(objects.len());
+    duplicates_of(objects.iter().zip(sources.iter().map(String::as_str)))
+}
+
+fn duplicates_of<'a>(objects: impl IntoIterator<Item = (&'a DynamicObject, &'a str)>) -> Vec<RenderError> {
+    let mut seen: HashMap<ObjectKey, &str> = HashMap::new();
     let mut found = Vec::new();
-    for (i, object) in objects.iter().enumerate() {
+    for (object, source) in objects {
         let key = ObjectKey::of(object);
         if let Some(&first) = seen.get(&key) {
             found.push(RenderError::Duplicate {
                 key: key.to_string(),
-                first: sources[first].clone(),
-                second: sources[i].clone(),
+                first: first.to_string(),
+                second: source.to_string(),
             });
             continue;
         }
-        seen.insert(key, i);
+        seen.insert(key, source);
     }
     found
+}
+
+/// A rendered document, read.
+struct Read {
+    order: helm_render::ManifestOrder,
+    source: String,
+    read: Result<serde_json::Value, String>,
+    /// Its text, when kept.
+    text: Option<String>,
+    size: usize,
+}
+
+/// A Helm chart rendered with `opts` (in `env`, which then says whether the render drew on
+/// randomness) into its objects in apply order, and the size of the documents they were read
+/// from; `skip_tests` leaves `helm test` hooks out. `keep_text` keeps each document's text for
+/// printing, and then builds only each object's head (what printing, ordering and the checks
+/// need), as `helm template` does: every document is still read whole and checked.
+///
+/// Reading is most of a large chart's cost (kube-prometheus-stack's CRDs alone are 4.5 MB of
+/// YAML) and each document stands alone: documents are read on other threads as soon as the
+/// render gives them (the `crds/` files before any template runs), and the chart is let go as
+/// soon as it has rendered.
+pub(super) fn helm_objects(
+    chart: helm_render::Chart,
+    opts: &helm_render::HelmOptions,
+    skip_tests: bool,
+    keep_text: bool,
+    env: &mut helm_render::RenderEnv,
+) -> Result<(RenderedChart, usize), RenderError> {
+    // Each document is read as helm's release manifest gives it to the API server
+    // (`---\n# Source: NAME\nDOCUMENT\n`): its text as `render_chart_each` gives it ends with that
+    // line break, so a block scalar that ends a document keeps its final line break, and a kept
+    // one (`|+`) its trailing blank lines. Printing needs only each document's head.
+    let read_printed = |text: &str| -> Result<serde_json::Value, String> {
+        if keep_text { helm_render::yaml_head(text) } else { helm_render::yaml_to_json(text) }
+    };
+    let (name, chart_label) = (chart.metadata.name.clone(), chart.label.clone());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let (tx, rx) = std::sync::mpsc::channel::<(helm_render::ManifestOrder, helm_render::HelmManifest)>();
+    let rx = std::sync::Mutex::new(rx);
+    let (rendered, mut read) = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    // The lock is held only to take the next document.
+                    while let Ok((order, m)) = { crate::util::lock(&rx).recv() } {
+                        let test =
+                            m.hook.as_deref().is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test")));
+                        if skip_tests && test {
+                            continue;
+                        }
+                        let read = read_printed(&m.content);
+                        let size = m.content.len();
+                        let text = keep_text.then_some(m.content);
+                        out.push(Read { order, source: m.source, read, text, size });
+                    }
+                    out
+                })
+            })
+            .collect();
+        let rendered = helm_render::render_chart_each(&chart, opts, env, &mut |order, m| {
+            // The readers only stop early by panicking, which `join` passes on.
+            let _ = tx.send((order, m));
+        });
+        drop((tx, chart));
+        let read: Vec<_> =
+            readers.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        (rendered, read)
+    });
+    rendered?;
+    // Helm's order: messages name `document N` of a template, duplicates the first and second.
+    read.sort_by(|a, b| a.order.cmp(&b.order));
+    let bytes = read.iter().map(|r| r.size).sum::<usize>();
+    let (mut objects, mut sources, mut unaccepted, mut texts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut unaccepted_texts = Vec::new();
+    // Documents per template, for `document N` in messages.
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for Read { source, read, text, .. } in read {
+        let inner = source.split_once('/').map(|(_, rest)| rest).unwrap_or(&source);
+        let label = format!("{chart_label}/{inner}");
+        let count = counts.entry(label.clone()).or_default();
+        *count += 1;
+        let text = text.map(|text| DocumentText { source, text });
+        match helm_document(&label, *count, read)? {
+            HelmDocument::Empty => {}
+            HelmDocument::Object(object) => {
+                objects.push(*object);
+                sources.push(label);
+                texts.extend(text);
+            }
+            HelmDocument::Unaccepted(document) => {
+                unaccepted.push(document);
+                unaccepted_texts.extend(text);
+            }
+        }
+    }
+    check_duplicates(&objects, &sources)?;
+    if keep_text {
+        let mut pairs: Vec<(DynamicObject, DocumentText)> = objects.into_iter().zip(texts).collect();
+        crate::apply::sort_for_apply_by(&mut pairs, |(object, _)| object);
+        (objects, texts) = pairs.into_iter().unzip();
+        texts.extend(unaccepted_texts);
+    } else {
+        crate::apply::sort_for_apply(&mut objects);
+    }
+    Ok((RenderedChart { name, objects, unaccepted, texts }, bytes))
 }
 
 #[cfg(test)]

@@ -17,16 +17,16 @@
 //! in parallel, at most [`SandboxConfig::parallel`] at once.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kube::api::DynamicObject;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::{
-    ClusterObjects, RenderContext, RenderError, RenderLimits, RenderedChart, render_addons, render_cluster_class,
-};
+use super::addons::{AddonRender, check_addons, render_addons_reusing};
+use super::cache::{ReleaseKey, RenderCache};
+use super::{ClusterObjects, RenderContext, RenderError, RenderLimits, RenderedChart, render_cluster_class};
 
 /// The hidden subcommand the worker runs as.
 pub const WORKER_ARG: &str = "__render-worker";
@@ -94,14 +94,17 @@ pub struct AddonsJob {
     /// The release's `cluster-addon-values.yaml` (the older layout), see `RenderContext`.
     #[serde(default)]
     pub release_values: Option<PathBuf>,
+    /// Addons (by key) and values digests whose render the parent holds: not rendered again.
+    #[serde(default)]
+    pub reuse: Vec<(String, String)>,
 }
 
 /// What the worker answers.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
-    Objects(Vec<DynamicObject>),
-    /// The charts of an addon bundle.
-    Charts(Vec<RenderedChart>),
+    Objects(#[serde(deserialize_with = "super::objects::deserialize_objects")] Vec<DynamicObject>),
+    /// The addons of a bundle, rendered or reused.
+    Addons(Vec<AddonRender>),
     /// The render failed: the engine's message (it names file and line).
     Failed(String),
 }
@@ -131,43 +134,87 @@ pub async fn render_cluster_class_isolated(
     };
     match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
         Reply::Objects(objects) => Ok(objects),
-        Reply::Charts(_) => Err(sandbox(release, "the render worker answered with addon charts".into())),
+        Reply::Addons(_) => Err(sandbox(release, "the render worker answered with addon charts".into())),
         Reply::Failed(message) => Err(RenderError::Sandbox { release: release.to_string(), message }),
     }
 }
 
 /// Renders the addon bundle `bundle_dir` for a workload cluster (`ctx.cluster`) in a worker when
 /// the sandbox is on, else in process on a blocking thread: the values templates and charts of
-/// addons are as untrusted as a cluster class. `release` names the release in errors.
+/// addons are as untrusted as a cluster class. `release` names the release in errors. With a
+/// `cache`, addons whose values render to a digest the cache holds for `key` are not rendered
+/// again, and shareable renders are kept (see `render::cache`).
 pub async fn render_addons_isolated(
     release: &str,
     bundle_dir: PathBuf,
     ctx: RenderContext,
-) -> Result<Vec<RenderedChart>, RenderError> {
-    let Some((config, slots)) = SANDBOX.get() else {
-        return tokio::task::spawn_blocking(move || render_addons(&bundle_dir, &ctx))
+    cache: Option<(&RenderCache, &ReleaseKey)>,
+) -> Result<Vec<Arc<RenderedChart>>, RenderError> {
+    let held = cache.map(|(cache, key)| cache.held(key)).unwrap_or_default();
+    let reuse: Vec<(String, String)> = held.keys().cloned().collect();
+    let addons = match SANDBOX.get() {
+        None => {
+            let offered: std::collections::HashSet<(String, String)> = reuse.into_iter().collect();
+            tokio::task::spawn_blocking(move || {
+                render_addons_reusing(&bundle_dir, &ctx, &|key, values| {
+                    offered.contains(&(key.to_string(), values.to_string()))
+                })
+            })
             .await
-            .map_err(|e| sandbox(release, format!("the render task failed: {e}")))?;
+            .map_err(|e| sandbox(release, format!("the render task failed: {e}")))??
+        }
+        Some((config, slots)) => {
+            let Some(cluster) = ctx.cluster else {
+                return Err(RenderError::NoCluster(bundle_dir.display().to_string()));
+            };
+            let _slot = slots.acquire().await.map_err(|e| sandbox(release, e.to_string()))?;
+            let request = Request {
+                chart_dir: bundle_dir,
+                release_name: ctx.release_name,
+                namespace: ctx.namespace,
+                chart_version: ctx.chart_version,
+                kube_version: ctx.kube_version,
+                fuel: ctx.limits.fuel,
+                max_output_bytes: ctx.limits.max_output_bytes,
+                addons: Some(AddonsJob {
+                    cluster,
+                    addon_values: ctx.addon_values,
+                    release_values: ctx.release_values,
+                    reuse,
+                }),
+            };
+            match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
+                Reply::Addons(addons) => addons,
+                Reply::Objects(_) => {
+                    return Err(sandbox(release, "the render worker answered with class objects".into()));
+                }
+                Reply::Failed(message) => return Err(RenderError::Sandbox { release: release.to_string(), message }),
+            }
+        }
     };
-    let Some(cluster) = ctx.cluster else {
-        return Err(RenderError::NoCluster(bundle_dir.display().to_string()));
-    };
-    let _slot = slots.acquire().await.map_err(|e| sandbox(release, e.to_string()))?;
-    let request = Request {
-        chart_dir: bundle_dir,
-        release_name: ctx.release_name,
-        namespace: ctx.namespace,
-        chart_version: ctx.chart_version,
-        kube_version: ctx.kube_version,
-        fuel: ctx.limits.fuel,
-        max_output_bytes: ctx.limits.max_output_bytes,
-        addons: Some(AddonsJob { cluster, addon_values: ctx.addon_values, release_values: ctx.release_values }),
-    };
-    match run_worker(config, &request).await.map_err(|m| sandbox(release, m))? {
-        Reply::Charts(charts) => Ok(charts),
-        Reply::Objects(_) => Err(sandbox(release, "the render worker answered with class objects".into())),
-        Reply::Failed(message) => Err(RenderError::Sandbox { release: release.to_string(), message }),
+    let mut charts = Vec::with_capacity(addons.len());
+    for addon in addons {
+        match addon {
+            AddonRender::Rendered { key, chart, values, shareable, bytes } => {
+                let chart = Arc::new(chart);
+                if let (Some((cache, release_key)), Some(values)) = (cache, values) {
+                    cache.insert(release_key, &key, &values, chart.clone(), shareable, bytes);
+                }
+                charts.push(chart);
+            }
+            AddonRender::Reused { key, values } => {
+                let chart = held.get(&(key.clone(), values.clone())).ok_or_else(|| {
+                    sandbox(release, format!("the render worker reused a render of addon {key} it was not offered"))
+                })?;
+                if let Some((cache, release_key)) = cache {
+                    cache.hit(release_key, &key, &values);
+                }
+                charts.push(chart.clone());
+            }
+        }
     }
+    check_addons(charts.iter().map(|c| &**c))?;
+    Ok(charts)
 }
 
 fn sandbox(release: &str, message: String) -> RenderError {
@@ -288,6 +335,7 @@ pub fn serve() -> std::process::ExitCode {
                 release_values: None,
                 // The operator applies what the worker renders: never keep what no API server accepts.
                 keep_unaccepted: false,
+                keep_text: false,
             };
             ctx.limits.max_output_bytes = r.max_output_bytes;
             match r.addons {
@@ -295,8 +343,10 @@ pub fn serve() -> std::process::ExitCode {
                     ctx.cluster = Some(job.cluster);
                     ctx.addon_values = job.addon_values;
                     ctx.release_values = job.release_values;
-                    match render_addons(&r.chart_dir, &ctx) {
-                        Ok(charts) => Reply::Charts(charts),
+                    let reuse: std::collections::HashSet<(String, String)> = job.reuse.into_iter().collect();
+                    let offered = |key: &str, values: &str| reuse.contains(&(key.to_string(), values.to_string()));
+                    match render_addons_reusing(&r.chart_dir, &ctx, &offered) {
+                        Ok(addons) => Reply::Addons(addons),
                         Err(e) => Reply::Failed(e.to_string()),
                     }
                 }

@@ -39,6 +39,12 @@ impl RenderEnv {
         Self { seed, rng: None, now: None, includes: HashMap::new(), regexes: HashMap::new() }
     }
 
+    /// Whether the render drew on randomness (a random string, a generated key or certificate):
+    /// its output then differs from one render to the next.
+    pub fn drew_randomness(&self) -> bool {
+        self.rng.is_some()
+    }
+
     fn rng(&mut self) -> &mut rand::rngs::StdRng {
         let seed = self.seed;
         // Drawn lazily: most renders call no random function.

@@ -130,34 +130,73 @@ pub struct CrdFile {
 
 /// Renders a chart into manifests, as `helm template` does.
 pub fn render_chart(chart: &Chart, opts: &HelmOptions) -> Result<Vec<HelmManifest>, HelmError> {
-    let mut outputs: Vec<(String, String)> = Vec::new();
-    let crds = render_templates(chart, opts, &mut |name, out| outputs.push((name, out)))?;
     let mut manifests = Vec::new();
-    for crd in crds {
-        for doc in printed::crd_documents(&crate::lossy_text(&crd.data)) {
-            manifests.push(HelmManifest { source: crd.path.clone(), content: doc, hook: None });
+    render_chart_each(chart, opts, &mut RenderEnv::seeded(opts.seed), &mut |order, m| manifests.push((order, m)))?;
+    // Stable: the documents of one file keep their order.
+    manifests.sort_by(|a, b| a.0.cmp(&b.0));
+    let crd_docs = manifests.iter().take_while(|(order, _)| !order.template).count();
+    let mut manifests: Vec<HelmManifest> = manifests.into_iter().map(|(_, m)| m).collect();
+    printed::trim_last_printed(&mut manifests, crd_docs);
+    Ok(manifests)
+}
+
+/// Where a manifest stands in helm's order: the `crds/` files first, in their order, then the
+/// templates by name; the documents of a file in their order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ManifestOrder {
+    template: bool,
+    crd: usize,
+    name: String,
+    document: usize,
+}
+
+/// [`render_chart`] in the render state `env` (which then tells whether the render drew on
+/// randomness, [`RenderEnv::drew_randomness`]), handing each manifest to `sink` as soon as it is
+/// known, with its place in helm's order: the `crds/` files' documents first (before any template
+/// runs), then each template's as it renders, in the order templates render. A caller can so read
+/// documents while the rest render; sorting by [`ManifestOrder`] gives [`render_chart`]'s list
+/// but for the one document helm prints last before the hooks, which [`render_chart`] trims as
+/// `helm template` prints it (helm install gives the API server each document untrimmed).
+pub fn render_chart_each(
+    chart: &Chart,
+    opts: &HelmOptions,
+    env: &mut RenderEnv,
+    sink: &mut dyn FnMut(ManifestOrder, HelmManifest),
+) -> Result<(), HelmError> {
+    let sink = std::cell::RefCell::new(sink);
+    // The first document (in helm's order) whose head helm cannot read, which fails the render.
+    let mut unreadable: Option<(ManifestOrder, String)> = None;
+    let mut crds_ready = |crds: &[CrdFile]| {
+        for (crd, file) in crds.iter().enumerate() {
+            for (document, doc) in printed::crd_documents(&crate::lossy_text(&file.data)).into_iter().enumerate() {
+                let order = ManifestOrder { template: false, crd, name: String::new(), document };
+                (sink.borrow_mut())(order, HelmManifest { source: file.path.clone(), content: doc, hook: None });
+            }
         }
-    }
-    let crd_docs = manifests.len();
-    outputs.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, out) in outputs {
-        for doc in manifest_parts(&out).into_iter().map(printed::document) {
+    };
+    let mut rendered = |name: String, out: String| {
+        for (document, doc) in manifest_parts(&out).into_iter().map(printed::document).enumerate() {
+            let order = ManifestOrder { template: true, crd: 0, name: name.clone(), document };
             let head = if doc.contains("helm.sh/hook") { yaml_head(&doc).ok() } else { None };
             let hook = head.as_ref().and_then(hook_in_head);
             if hook.as_deref().is_some_and(|h| !known_hook(h)) {
                 // helm reads the head before it drops the document: one it cannot read fails
                 // the render all the same (the documents kept are read by the caller).
-                if let Some(message) = head.as_ref().and_then(head_type_error) {
-                    let message = format!("YAML parse error on {name}: {message}");
-                    return Err(HelmError::Chart { chart: chart.label.clone(), message });
+                if let Some(message) = head.as_ref().and_then(head_type_error)
+                    && unreadable.as_ref().is_none_or(|(first, _)| order < *first)
+                {
+                    unreadable = Some((order, format!("YAML parse error on {name}: {message}")));
                 }
                 continue;
             }
-            manifests.push(HelmManifest { source: name.clone(), content: doc, hook });
+            (sink.borrow_mut())(order, HelmManifest { source: name.clone(), content: doc, hook });
         }
+    };
+    render_templates_in(chart, opts, &mut rendered, env, &mut crds_ready)?;
+    match unreadable {
+        Some((_, message)) => Err(HelmError::Chart { chart: chart.label.clone(), message }),
+        None => Ok(()),
     }
-    printed::trim_last_printed(&mut manifests, crd_docs);
-    Ok(manifests)
 }
 
 /// Whether helm's manifest sorter keeps a document with this `helm.sh/hook` annotation: it drops
@@ -186,6 +225,18 @@ pub fn render_templates(
     chart: &Chart,
     opts: &HelmOptions,
     sink: &mut dyn FnMut(String, String),
+) -> Result<Vec<CrdFile>, HelmError> {
+    render_templates_in(chart, opts, sink, &mut RenderEnv::seeded(opts.seed), &mut |_| {})
+}
+
+/// [`render_templates`] in `env`, giving the `crds/` files to `crds_ready` as soon as they are
+/// known (before any template runs).
+fn render_templates_in(
+    chart: &Chart,
+    opts: &HelmOptions,
+    sink: &mut dyn FnMut(String, String),
+    env: &mut RenderEnv,
+    crds_ready: &mut dyn FnMut(&[CrdFile]),
 ) -> Result<Vec<CrdFile>, HelmError> {
     let label = chart.label.clone();
     let bad = |message: String| HelmError::Chart { chart: label.clone(), message };
@@ -235,10 +286,10 @@ pub fn render_templates(
         limits: opts.limits,
         map_methods: Some(objects::values_methods(typed)),
     };
-    let mut env = RenderEnv::seeded(opts.seed);
     let mut crds = Vec::new();
     if opts.include_crds {
         collect_crds(&chart, &chart.metadata.name, &mut crds)?;
+        crds_ready(&crds);
     }
     let mut total = 0usize;
     for r in &renderables {
@@ -254,7 +305,7 @@ pub fn render_templates(
                 ("BasePath".to_string(), Value::str(r.base_path.as_str())),
             ])),
         );
-        let out = gotmpl::execute_with(&set, &r.name, &Value::map(data), &funcs, &exec, &mut env)
+        let out = gotmpl::execute_with(&set, &r.name, &Value::map(data), &funcs, &exec, env)
             .map_err(|e| template_error(&label, &e))?;
         // The output limit is the chart's, not each template's: a hundred
         // templates of just under the limit are as costly as one over it.

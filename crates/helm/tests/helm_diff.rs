@@ -199,7 +199,11 @@ fn read_ours(text: &str) -> Result<Json, String> {
 /// a line break as helm's release manifest writes it (`helm template` prints it so, and helm's
 /// side is read from that print).
 fn read_our_document(text: &str) -> Result<Json, String> {
-    read_ours(&format!("{text}\n"))
+    // Our documents end with the line break helm prints after each (`render_chart`).
+    match text.ends_with('\n') {
+        true => read_ours(text),
+        false => read_ours(&format!("{text}\n")),
+    }
 }
 
 /// helm's documents read by the independent reader ([`helm::oracle`]), ours by ours: a reader

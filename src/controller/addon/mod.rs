@@ -64,6 +64,10 @@ pub const CONTROLLER: &str = "clusteraddon";
 pub const DEFAULT_WAIT_DEADLINE: Duration = crate::controller::runtime::context::DEFAULT_ADDON_WAIT_DEADLINE;
 /// How often a waiting stage looks again.
 const WAIT_POLL: Duration = Duration::from_secs(5);
+/// The addon renders kept for reuse, by the size of the documents they were read from (their
+/// objects take a few times that): a typical release's addons for a few sets of values, or one
+/// render of kube-prometheus-stack (5.3 MB).
+pub const RENDER_CACHE_BYTES: usize = 8 << 20;
 
 /// Stage phases in status.
 pub mod phase {
@@ -117,6 +121,8 @@ pub struct AddonContext {
     pub settings: AddonSettings,
     pub workloads: WorkloadClients,
     pub backoff: Backoff,
+    /// Addon renders shared between Clusters (and passes) whose addons have the same values.
+    pub renders: crate::render::cache::RenderCache,
     /// When each Cluster's addons were last applied in full (drift correction is due after the
     /// resync interval). Lost on restart: then the first pass re-applies once.
     synced: Mutex<BTreeMap<ClusterKey, Timestamp>>,
@@ -127,6 +133,7 @@ impl AddonContext {
         Self {
             workloads: WorkloadClients::new(settings.apply_concurrency),
             backoff: Backoff::new(ctx.settings.backoff, ctx.random.clone()),
+            renders: crate::render::cache::RenderCache::new(RENDER_CACHE_BYTES),
             ctx,
             settings,
             synced: Mutex::default(),
@@ -296,13 +303,14 @@ async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &Add
             return Err(Error::Config(message));
         }
     };
-    let rendered = match render_release(&release, &usage.class, &usage.cluster.namespace, objects, values).await {
-        Ok(r) => r,
-        Err(message) => {
-            pass.fail(reason::RENDER_FAILED, "Render", &message).await?;
-            return Err(Error::Render(message));
-        }
-    };
+    let rendered =
+        match render_release(&release, &usage.class, &usage.cluster.namespace, objects, values, &actx.renders).await {
+            Ok(r) => r,
+            Err(message) => {
+                pass.fail(reason::RENDER_FAILED, "Render", &message).await?;
+                return Err(Error::Render(message));
+            }
+        };
     // Too many objects for one ClusterAddon status (it lists each) and for the workload
     // cluster's API server: refused whole, before anything is applied.
     let count: usize = rendered.charts.iter().map(|c| c.objects.len()).sum();

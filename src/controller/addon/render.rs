@@ -2,6 +2,7 @@
 //! see them, the platform values of `spec.valuesFrom`, and the release's addons rendered.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
@@ -12,6 +13,7 @@ use crate::api::{AddonValuesRef, ClusterAddon};
 use crate::apply::{Identity, ObjectKey};
 use crate::controller::runtime::clusters::CapiCluster;
 use crate::controller::runtime::context::Context;
+use crate::render::cache::{ReleaseKey, RenderCache};
 use crate::render::{ClusterObjects, RenderContext, RenderedChart, merge_values};
 use crate::source::FetchPolicy;
 use crate::source::cache::FetchedRelease;
@@ -19,9 +21,10 @@ use crate::source::cache::FetchedRelease;
 use super::error::Error;
 use super::stages::{self, ClusterAddonConfig, Stage};
 
-/// A release's addons rendered for one Cluster, with its stages.
+/// A release's addons rendered for one Cluster, with its stages. A chart may be shared with
+/// other Clusters' passes (`render::cache`).
 pub struct RenderedRelease {
-    pub charts: Vec<RenderedChart>,
+    pub charts: Vec<Arc<RenderedChart>>,
     pub config: Option<ClusterAddonConfig>,
 }
 
@@ -68,13 +71,15 @@ impl RenderedRelease {
 }
 
 /// Renders the addons of `release` for a Cluster, with platform values per addon; reads
-/// `clusteraddon.yaml` when the release has it.
+/// `clusteraddon.yaml` when the release has it. Addons whose values `cache` holds a render of are
+/// not rendered again.
 pub async fn render_release(
     release: &FetchedRelease,
     class: &crate::release::ReleaseId,
     namespace: &str,
     objects: ClusterObjects,
     values: BTreeMap<String, Value>,
+    cache: &RenderCache,
 ) -> Result<RenderedRelease, String> {
     let Some(bundle) = release.cluster_addon_dir() else {
         return Ok(RenderedRelease { charts: Vec::new(), config: None });
@@ -97,8 +102,11 @@ pub async fn render_release(
     // The charts and values templates are the release author's: rendered in the sandboxed
     // worker as a cluster class is (DESIGN §12); `clusteraddon.yaml` is parsed here, under the
     // YAML budgets and the CEL cost estimate.
-    let charts =
-        crate::render::worker::render_addons_isolated(&class.tag(), bundle, ctx).await.map_err(|e| e.to_string())?;
+    let digests: Vec<&str> = release.assets.iter().map(|a| a.sha256.as_str()).collect();
+    let key = ReleaseKey::new(&bundle, &digests, &ctx);
+    let charts = crate::render::worker::render_addons_isolated(&class.tag(), bundle, ctx, Some((cache, &key)))
+        .await
+        .map_err(|e| e.to_string())?;
     with_config(charts, config_path.as_deref())
 }
 
@@ -109,12 +117,12 @@ pub fn render_bundle(
     ctx: &RenderContext,
 ) -> Result<RenderedRelease, String> {
     let charts = crate::render::render_addons(bundle, ctx).map_err(|e| e.to_string())?;
-    with_config(charts, config_path)
+    with_config(charts.into_iter().map(Arc::new).collect(), config_path)
 }
 
 /// The rendered charts with the release's `clusteraddon.yaml`, when it has one.
 fn with_config(
-    charts: Vec<crate::render::RenderedChart>,
+    charts: Vec<Arc<RenderedChart>>,
     config_path: Option<&std::path::Path>,
 ) -> Result<RenderedRelease, String> {
     let config = match config_path {

@@ -14,13 +14,16 @@ use super::resolve::{Plain, resolve_plain};
 use super::yaml_to_json;
 
 /// The keys of a document helm reads ([`yaml_head`] keeps these).
-const HEAD_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+pub(super) const HEAD_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// [`yaml_to_json`] with a mapping cut down to `apiVersion`, `kind` and `metadata`: the same
 /// value there, the same error for every document [`yaml_to_json`] refuses. Documents whose
 /// reading needs the whole tree (anchors and aliases, merge keys, a value JSON cannot hold) are
 /// read whole.
 pub fn yaml_head(text: &str) -> Result<serde_json::Value, String> {
+    if let Some(head) = super::fast::read_head(text) {
+        return Ok(head);
+    }
     let outcome = match head_strict(text) {
         Err(e) if e.contains("invalid indentation in multiline quoted scalar") => {
             head_strict(&indent_quoted_continuations(text))
@@ -34,7 +37,7 @@ pub fn yaml_head(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// A document cut down to its head; anything but a mapping stays whole.
-fn only_head(value: serde_json::Value) -> serde_json::Value {
+pub(super) fn only_head(value: serde_json::Value) -> serde_json::Value {
     match value {
         serde_json::Value::Object(mut m) => {
             m.retain(|k, _| HEAD_KEYS.contains(&k.as_str()));

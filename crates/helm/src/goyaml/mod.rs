@@ -15,6 +15,7 @@
 //!   [`yaml_head`]: only its `apiVersion`, `kind` and `metadata`, the rest checked but not built.
 
 mod emitter;
+mod fast;
 mod head;
 mod read;
 mod resolve;

@@ -36,8 +36,17 @@ pub fn yaml_to_value(text: &str) -> Result<Value, String> {
 
 /// [`yaml_to_value`] then [`Value::to_json`], without the template values in between: what a
 /// rendered manifest becomes as an object. The node tree is consumed, so strings move instead of
-/// being copied twice; numbers and keys come out exactly as through `to_json`.
+/// being copied twice; numbers and keys come out exactly as through `to_json`. Most manifests
+/// are read by [`super::fast`]; the rest, and every error, by the general reader.
 pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
+    match super::fast::read_json(text) {
+        Some(value) => Ok(value),
+        None => general_json(text),
+    }
+}
+
+/// [`yaml_to_json`] by the general reader alone.
+pub(super) fn general_json(text: &str) -> Result<serde_json::Value, String> {
     let node = parse_first_document(text).map_err(|e| format!("error converting YAML to JSON: yaml: {e}"))?;
     match node {
         None => Ok(serde_json::Value::Null),
@@ -46,7 +55,7 @@ pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// A float64 as `Value::to_json` writes it: whole numbers below 1e15 as integers.
-fn float_to_json(f: f64) -> serde_json::Value {
+pub(super) fn float_to_json(f: f64) -> serde_json::Value {
     if f.fract() == 0.0 && f.abs() < 1e15 {
         serde_json::Value::from(f as i64)
     } else {
@@ -285,10 +294,11 @@ pub(super) fn closing_quote(line: &str, from: usize, quote: char) -> Option<usiz
 /// (`a: |\n  x` is `x`); the YAML 1.2 parser under us gives it one. helm's documents are split
 /// and trimmed before they are read, so a ConfigMap ending in a `|` block is read this way.
 fn without_break_past_the_end<'a>(text: &str, ev: Event<'a>, span: &granit_parser::Span) -> Event<'a> {
-    let at_end = span.end.byte_offset().map_or(span.end.index() >= text.chars().count(), |b| b >= text.len());
+    // Counting characters is a pass over the whole text: asked last, only of such a scalar.
+    let at_end = || span.end.byte_offset().map_or(span.end.index() >= text.chars().count(), |b| b >= text.len());
     match ev {
         Event::Scalar(value, style @ (ScalarStyle::Literal | ScalarStyle::Folded), anchor, tag)
-            if at_end && !text.ends_with(['\n', '\r']) && value.ends_with('\n') =>
+            if !text.ends_with(['\n', '\r']) && value.ends_with('\n') && at_end() =>
         {
             let kept = value.len() - 1;
             let value = match value {

@@ -278,8 +278,12 @@ pub(super) fn register(m: &mut FuncMap) {
     reg(m, "genPrivateKey", &[Str], |h, a| {
         let key = match s(&a[0]).as_ref() {
             "" | "rsa" => rsa_key(h, 4096),
-            "ecdsa" => ec_key(),
-            "ed25519" => ed25519_key(),
+            kind @ ("ecdsa" | "ed25519") => {
+                // These keys come from the crypto library's own generator: the render's is asked
+                // for all the same, so that `RenderEnv::drew_randomness` says what the output is.
+                drop(h.rng());
+                if kind == "ecdsa" { ec_key() } else { ed25519_key() }
+            }
             "dsa" => return Ok("failed to generate dsa params: DSA keys are not supported here".into()),
             other => return Ok(format!("Unknown type {other}").into()),
         };
