@@ -19,10 +19,10 @@
 
 #[path = "common/mod.rs"]
 mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
 #[path = "bench_operator/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -170,7 +170,7 @@ async fn on_the_double(fleet: &Fleet, crds: &[Value]) -> Result<Figures, Box<dyn
     server.clear_requests();
     let cache = tempfile::tempdir()?;
     let started = Instant::now();
-    let mut child = start_operator(("BENCH_API_URL", server.url()), &fake, cache.path(), fleet.poll)?;
+    let mut child = start_operator(("BENCH_API_URL", &server.url()), &fake, cache.path(), fleet.poll)?;
     let releases_ready = || {
         let mut ready = 0;
         server.visit_objects(CS, "ClusterStackRelease", |r| ready += usize::from(r["status"]["ready"] == true));
@@ -196,7 +196,10 @@ async fn on_the_double(fleet: &Fleet, crds: &[Value]) -> Result<Figures, Box<dyn
     result
 }
 
-async fn on_the_real_server(fleet: &Fleet, bins: clusterstack::controlplane::Binaries) -> Result<Figures, Box<dyn std::error::Error>> {
+async fn on_the_real_server(
+    fleet: &Fleet,
+    bins: clusterstack::controlplane::Binaries,
+) -> Result<Figures, Box<dyn std::error::Error>> {
     let cluster = RealCluster::start(bins).await;
     let admin = cluster.cp.admin_client().await?;
     // Created 32 at a time (setup::apply resolves each kind once per chunk).
@@ -225,9 +228,13 @@ async fn on_the_real_server(fleet: &Fleet, bins: clusterstack::controlplane::Bin
     let started = Instant::now();
     let mut child = start_operator(("BENCH_KUBECONFIG", &kubeconfig), &fake, cache.path(), fleet.poll)?;
     let resource = |kind: &str, plural: &str| {
-        ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("clusterstack.x-k8s.io", "v1alpha1", kind), plural)
+        ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("clusterstack.x-k8s.io", "v1alpha1", kind),
+            plural,
+        )
     };
-    let releases: Api<DynamicObject> = Api::all_with(admin.clone(), &resource("ClusterStackRelease", "clusterstackreleases"));
+    let releases: Api<DynamicObject> =
+        Api::all_with(admin.clone(), &resource("ClusterStackRelease", "clusterstackreleases"));
     let addons: Api<DynamicObject> = Api::all_with(admin.clone(), &resource("ClusterAddon", "clusteraddons"));
     // From the watch cache (resourceVersion 0): the checks cost the server little.
     let cached = ListParams::default().match_any();
@@ -257,12 +264,7 @@ async fn on_the_real_server(fleet: &Fleet, bins: clusterstack::controlplane::Bin
     )
     .await;
     let mut figures = result?;
-    figures.servers = cluster
-        .cp
-        .pids()
-        .into_iter()
-        .map(|(name, pid)| (name, common::child_hwm_mib(pid)))
-        .collect();
+    figures.servers = cluster.cp.pids().into_iter().map(|(name, pid)| (name, common::child_hwm_mib(pid))).collect();
     let _ = child.kill();
     let _ = child.wait();
     Ok(figures)

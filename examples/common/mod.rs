@@ -74,12 +74,15 @@ pub async fn operator_client() -> Result<kube::Client, Box<dyn std::error::Error
 }
 
 /// The command line as `--flag N` pairs (every benchmark flag takes a whole number).
-pub fn number_flags() -> Result<Vec<(String, u64)>, String> {
+pub fn number_flags() -> Result<NumberFlags, String> {
     number_flags_and(&[]).map(|(flags, _)| flags)
 }
 
+/// `--flag N` pairs.
+pub type NumberFlags = Vec<(String, u64)>;
+
 /// [`number_flags`], and which of `switches` (flags without a value) were given.
-pub fn number_flags_and(switches: &[&str]) -> Result<(Vec<(String, u64)>, Vec<String>), String> {
+pub fn number_flags_and(switches: &[&str]) -> Result<(NumberFlags, Vec<String>), String> {
     let all: Vec<String> = std::env::args().skip(1).collect();
     let (given, args): (Vec<String>, Vec<String>) = all.into_iter().partition(|a| switches.contains(&a.as_str()));
     let flags = args
