@@ -44,7 +44,9 @@ fn the_quick_start_creates_the_pinned_and_the_latest_release() {
     let out = plan(&["-f", "docs/examples/clusterstack.yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("source dir:releases: 3 releases listed"), "{text}");
+    // The directory holds the Docker sample (3) and the in-memory sample (3); the plan picks this
+    // stack's.
+    assert!(text.contains("source dir:releases: 6 releases listed"), "{text}");
     assert!(text.contains("create  docker-ferrol-1-27-v1"), "{text}");
     assert!(text.contains("create  docker-ferrol-1-27-v3"), "{text}");
     assert!(!text.contains("docker-ferrol-1-27-v2"), "v2 is neither pinned, latest nor used:\n{text}");
