@@ -366,28 +366,46 @@ pub async fn run_controller(actx: Arc<AddonContext>, concurrency: u16, triggers:
 
 /// The Clusters whose ClusterAddon's spec changed (a platform team edits `valuesFrom`): a pass
 /// renders with the new values at once rather than at the next drift resync. A watch of the
-/// ClusterAddons' metadata only; the Cluster is the ClusterAddon's owner.
+/// ClusterAddons' metadata only; the Cluster is the ClusterAddon's owner. Only a change of a
+/// generation seen before starts a pass: a ClusterAddon first seen (just created by a pass, or
+/// listed at start) is the Cluster watch's business, and a pass per ClusterAddon more would cost
+/// a read each.
 fn cluster_addon_spec_changes(
     ctx: &Context,
     version: crate::controller::runtime::clusters::CapiVersion,
 ) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<CapiCluster>> + Send + 'static {
     use futures::StreamExt;
     use kube::core::PartialObjectMeta;
-    use kube::runtime::{WatchStreamExt, predicates, watcher};
+    use kube::runtime::{WatchStreamExt, watcher};
     let api: Api<PartialObjectMeta<ClusterAddon>> = match &ctx.settings.watch_namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default())
-        .filter_map(move |addon| async move {
-            let addon = addon.ok()?;
+    let seen: Arc<Mutex<BTreeMap<(String, String), i64>>> = Arc::default();
+    watcher(api, watcher::Config::default()).default_backoff().filter_map(move |event| {
+        let seen = seen.clone();
+        async move {
+            let (addon, deleted) = match event.ok()? {
+                watcher::Event::Apply(a) | watcher::Event::InitApply(a) => (a, false),
+                watcher::Event::Delete(a) => (a, true),
+                watcher::Event::Init | watcher::Event::InitDone => return None,
+            };
+            let ns = addon.metadata.namespace.clone()?;
+            let key = (ns.clone(), addon.metadata.name.clone()?);
+            let mut seen = lock(&seen);
+            if deleted {
+                seen.remove(&key);
+                return None;
+            }
+            let generation = addon.metadata.generation?;
+            let previous = seen.insert(key, generation);
+            if previous.is_none_or(|p| p == generation) {
+                return None;
+            }
             let owner = addon.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "Cluster")?;
-            let ns = addon.metadata.namespace.as_deref()?;
-            Some(kube::runtime::reflector::ObjectRef::new_with(&owner.name, version).within(ns))
-        })
+            Some(kube::runtime::reflector::ObjectRef::new_with(&owner.name, version).within(&ns))
+        }
+    })
 }
 
 /// Which Cluster changes start a pass: only a change the pass reads (its spec, by generation;
