@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{Method, Request};
 use serde_json::{Value, json};
 use support::ApiServer;
-use support::real::{RealCluster, Scenario, ScenarioFn, run_scenarios};
+use support::real::{RealCluster, run_scenarios};
 
 /// One side of the comparison.
 struct Side {
@@ -158,18 +158,8 @@ fn cm(ns: &str, name: &str, labels: Value, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns, "labels": labels}, "data": data})
 }
 
-fn scenario(f: ScenarioFn) -> ScenarioFn {
-    f
-}
-
-macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        [$((stringify!($name), scenario(|c| Box::pin($name(c)))) as Scenario),*]
-    };
-}
-
 fn main() -> std::process::ExitCode {
-    let all = scenarios![
+    let all = support::real::scenarios![
         server_side_apply_ownership_and_conflicts,
         status_is_a_subresource,
         lists_with_label_selectors,

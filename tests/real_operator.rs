@@ -20,7 +20,7 @@ use std::time::Duration;
 use fleet::addons_reach_the_workload_cluster_and_a_rollout_moves_it;
 use serde_json::{Value, json};
 use signatures::only_a_release_signed_by_the_policys_key_is_applied;
-use support::real::{Kube, RealCluster, Scenario, ScenarioFn, WAIT, granted, run_scenarios, wait_until};
+use support::real::{Kube, RealCluster, WAIT, granted, run_scenarios, wait_until};
 
 const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
 const CAPI: &str = "cluster.x-k8s.io/v1beta2";
@@ -117,18 +117,8 @@ async fn applied(k: &Kube, ns: &str) -> Vec<String> {
     out
 }
 
-fn scenario(f: ScenarioFn) -> ScenarioFn {
-    f
-}
-
-macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        [$((stringify!($name), scenario(|c| Box::pin($name(c)))) as Scenario),*]
-    };
-}
-
 fn main() -> std::process::ExitCode {
-    let all = scenarios![
+    let all = support::real::scenarios![
         crds_install_and_cel_refuses_a_provider_change,
         a_stack_becomes_ready_with_objects_applied_by_our_field_manager,
         a_hand_edit_with_kubectl_is_reverted,

@@ -315,7 +315,7 @@ impl Kube {
         api.create(&PostParams::default(), &dynamic).await.map(|o| serde_json::to_value(o).unwrap_or_default())
     }
 
-    /// A JSON merge patch as `manager`.
+    /// A JSON merge patch (field manager `clusterstack-e2e`).
     pub async fn merge(
         &self,
         av: &str,
@@ -324,9 +324,7 @@ impl Kube {
         name: &str,
         patch: &Value,
     ) -> Result<Value, kube::Error> {
-        let api = self.api(av, kind, ns).await;
-        let params = PatchParams { field_manager: Some("clusterstack-e2e".into()), ..Default::default() };
-        api.patch(name, &params, &Patch::Merge(patch)).await.map(|o| serde_json::to_value(o).unwrap_or_default())
+        self.merge_into(av, kind, ns, name, patch, false).await
     }
 
     /// A JSON merge patch of the status subresource (what a controller of the object writes).
@@ -338,9 +336,26 @@ impl Kube {
         name: &str,
         patch: &Value,
     ) -> Result<Value, kube::Error> {
+        self.merge_into(av, kind, ns, name, patch, true).await
+    }
+
+    async fn merge_into(
+        &self,
+        av: &str,
+        kind: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+        status: bool,
+    ) -> Result<Value, kube::Error> {
         let api = self.api(av, kind, ns).await;
         let params = PatchParams { field_manager: Some("clusterstack-e2e".into()), ..Default::default() };
-        api.patch_status(name, &params, &Patch::Merge(patch)).await.map(|o| serde_json::to_value(o).unwrap_or_default())
+        let answer = if status {
+            api.patch_status(name, &params, &Patch::Merge(patch)).await
+        } else {
+            api.patch(name, &params, &Patch::Merge(patch)).await
+        };
+        answer.map(|o| serde_json::to_value(o).unwrap_or_default())
     }
 
     pub async fn get(&self, av: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
@@ -463,6 +478,21 @@ pub type Finally = fn(Arc<RealCluster>, Vec<(String, bool)>) -> Pin<Box<dyn Futu
 /// panic and the control plane's log tails; the control plane is stopped at the end whatever
 /// happened. `finally` runs after every selected scenario, with the results (name, passed).
 /// Returns the process exit code.
+/// A scenario as the runner takes it (the macro's type check).
+pub fn scenario(f: ScenarioFn) -> ScenarioFn {
+    f
+}
+
+/// `scenarios![a, b]`: the async fns `a` and `b` as named [`Scenario`]s.
+#[allow(unused_macros)]
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        [$((stringify!($name), $crate::support::real::scenario(|c| Box::pin($name(c)))) as $crate::support::real::Scenario),*]
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use scenarios;
+
 pub fn run_scenarios(
     binary: &str,
     scenarios: &[Scenario],
