@@ -120,9 +120,11 @@ async fn discovery_lists_the_hooks() {
     let (mgmt, dir) = (management().await, tempfile::tempdir().unwrap());
     let ca = write_cert(dir.path());
     let h = start(&mgmt, dir.path(), &ca, Duration::from_secs(60)).await;
+    // As CAPI's runtime client asks: a POSTed DiscoveryRequest.
     let r: Value = h
         .client
-        .get(format!("{}/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery", h.url))
+        .post(format!("{}/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery", h.url))
+        .json(&json!({"apiVersion": hooks::HOOKS_API, "kind": "DiscoveryRequest"}))
         .send()
         .await
         .unwrap()
@@ -134,10 +136,12 @@ async fn discovery_lists_the_hooks() {
     let hooks: Vec<&str> =
         r["handlers"].as_array().unwrap().iter().map(|h| h["requestHook"]["hook"].as_str().unwrap()).collect();
     assert_eq!(hooks, ["AfterControlPlaneInitialized", "BeforeClusterUpgrade", "AfterClusterUpgrade"]);
+    // As CAPI's runtime client sends it: JSON with no Content-Type header, `?timeout=` added.
+    let body = json!({"apiVersion": hooks::HOOKS_API, "kind": "AfterControlPlaneInitializedRequest", "cluster": cluster("docker-ferrol-1-27-v1", false)});
     let acpi: Value = h
         .client
-        .post(format!("{}/hooks.runtime.cluster.x-k8s.io/v1alpha1/aftercontrolplaneinitialized/after-control-plane-initialized", h.url))
-        .json(&json!({"apiVersion": hooks::HOOKS_API, "kind": "AfterControlPlaneInitializedRequest", "cluster": cluster("docker-ferrol-1-27-v1", false)}))
+        .post(format!("{}/hooks.runtime.cluster.x-k8s.io/v1alpha1/aftercontrolplaneinitialized/after-control-plane-initialized?timeout=10s", h.url))
+        .body(serde_json::to_vec(&body).unwrap())
         .send()
         .await
         .unwrap()

@@ -94,6 +94,9 @@ pub struct StageStatus {
     /// `apply` or `delete`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+    /// The lifecycle hook the stage belongs to (`BeforeClusterUpgrade`...). Our addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
     /// Phase of the stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,

@@ -172,6 +172,8 @@ async fn diff_addons(
             .await
             .map_err(|e| CliError::Usage(e.to_string()))?
             .ok_or_else(|| CliError::Usage(format!("Cluster {cluster} not found")))?;
+    let annotations: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(objects.cluster["metadata"]["annotations"].clone()).unwrap_or_default();
     // The platform values and the inventory come from the Cluster's ClusterAddon, when it has one.
     let addons: Api<ClusterAddon> = Api::namespaced(management.clone(), &cluster.namespace);
     let cluster_addon = addons.get_opt(&addon::cluster_addon_name(&cluster.name)).await.map_err(kube_error)?;
@@ -191,7 +193,7 @@ async fn diff_addons(
         .map_err(|e| CliError::Usage(charts.unmask(&e)))?;
     let all: Vec<DynamicObject> = rendered.charts.iter().flat_map(|c| c.objects.iter().cloned()).collect();
 
-    let secret = workload::kubeconfig_secret_name(&cluster.name);
+    let secret = workload::addon_kubeconfig_secret(&cluster.name, &annotations);
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(management.clone(), &cluster.namespace);
     let text = secrets
         .get_opt(&secret)

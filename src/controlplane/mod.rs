@@ -8,7 +8,9 @@
 //! dies with us if we are killed ([`process`]).
 
 pub mod binaries;
+pub mod capi;
 pub mod kubeconfig;
+pub mod netns;
 pub mod pki;
 pub mod process;
 
@@ -507,6 +509,88 @@ impl ControlPlane {
                 p.stop(Duration::from_secs(10));
             }
         }
+    }
+}
+
+/// Another kube-apiserver on the same etcd under a key prefix of its own: a second, empty cluster
+/// (no controller manager) for the addons of a workload Cluster. Stopped when dropped.
+#[derive(Debug)]
+pub struct ExtraApiServer {
+    process: Process,
+    server: String,
+    kubeconfig: String,
+}
+
+impl ExtraApiServer {
+    /// `https://127.0.0.1:<port>`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// An admin kubeconfig of it (YAML).
+    pub fn kubeconfig(&self) -> &str {
+        &self.kubeconfig
+    }
+
+    /// Its log file.
+    pub fn log(&self) -> &Path {
+        self.process.log()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// SIGSTOP / SIGCONT: it stops answering (connections stay open), then answers again.
+    pub fn pause(&self, paused: bool) {
+        self.process.signal(if paused { libc::SIGSTOP } else { libc::SIGCONT });
+    }
+}
+
+impl ControlPlane {
+    /// Starts an [`ExtraApiServer`] named `name` (its etcd prefix `/clusterstack-<name>`, its log
+    /// `kube-apiserver-<name>.log`) and waits until it is ready.
+    pub async fn start_extra_apiserver(&self, name: &str) -> Result<ExtraApiServer, ControlPlaneError> {
+        let port = free_port()?;
+        let server = format!("https://127.0.0.1:{port}");
+        let mut args: Vec<String> = self
+            .apiserver_args
+            .iter()
+            .filter(|a| !a.starts_with("--audit-") && !a.starts_with("--secure-port="))
+            .cloned()
+            .collect();
+        args.push(format!("--secure-port={port}"));
+        args.push(format!("--etcd-prefix=/clusterstack-{name}"));
+        let text = serde_json::to_string(&kubeconfig::kubeconfig(
+            name,
+            &server,
+            &self.pki.serving_ca.cert,
+            "admin",
+            Credentials::Certificate(&self.pki.admin),
+        ))
+        .map_err(|e| ControlPlaneError::Kubeconfig(e.to_string()))?;
+        let path = self.dir().join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, &text).map_err(io(&path))?;
+        let process = self.spawn(&format!("kube-apiserver-{name}"), &self.bins.kube_apiserver, &args)?;
+        let slot = Mutex::new(Some(process));
+        let client = kubeconfig::client(&path).await?;
+        let start = Instant::now();
+        loop {
+            let request =
+                http::Request::get("/readyz").body(Vec::new()).map_err(|e| ControlPlaneError::Api(e.to_string()))?;
+            let last = match client.request_text(request).await {
+                Ok(text) if text.trim() == "ok" => break,
+                Ok(text) => text,
+                Err(e) => e.to_string(),
+            };
+            if let Some(e) = Self::still_starting(&slot, start, &format!("not ready in time: {last}")) {
+                return Err(e);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let process = lock(&slot).take().ok_or_else(|| ControlPlaneError::Api("the process is gone".into()))?;
+        Ok(ExtraApiServer { process, server, kubeconfig: text })
     }
 }
 

@@ -46,6 +46,21 @@ fn ca(name: &str) -> Result<(CertKey, Issuer<'static, KeyPair>), rcgen::Error> {
     Ok((pair, Issuer::new(params, key)))
 }
 
+/// A new CA and a serving certificate it signs for `sans` (DNS names or IP addresses): for
+/// servers other than kube-apiserver that it calls (webhooks, Runtime SDK extensions).
+pub fn serving_pair(ca_name: &str, sans: &[&str]) -> Result<(CertKey, CertKey), ControlPlaneError> {
+    let inner = || -> Result<(CertKey, CertKey), rcgen::Error> {
+        let (ca_pair, issuer) = ca(ca_name)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
+        params.distinguished_name.push(DnType::CommonName, sans.first().copied().unwrap_or("localhost"));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let serving = CertKey { cert: params.signed_by(&key, &issuer)?.pem(), key: key.serialize_pem() };
+        Ok((ca_pair, serving))
+    };
+    inner().map_err(|e| ControlPlaneError::Certificates(e.to_string()))
+}
+
 impl Pki {
     /// Generates a new set.
     pub fn generate() -> Result<Self, ControlPlaneError> {

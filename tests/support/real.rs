@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clusterstack::cli::sandbox::setup;
+use clusterstack::controlplane::capi::ClusterApi;
 use clusterstack::controlplane::process::Process;
 use clusterstack::controlplane::{Binaries, ControlPlane, Options};
 use kube::api::{
@@ -51,6 +52,8 @@ pub fn binaries_or_skip(test: &str) -> Option<Binaries> {
 
 /// A running control plane prepared for the operator.
 pub struct RealCluster {
+    /// Cluster API's managers, in the binaries that run them.
+    pub capi: Option<ClusterApi>,
     pub cp: ControlPlane,
     /// The operator ServiceAccount's kubeconfig.
     pub operator_kubeconfig: PathBuf,
@@ -62,6 +65,12 @@ impl RealCluster {
     /// Starts the control plane, installs our CRDs and Cluster API's, and creates the operator's
     /// identity (the audit log records what it does).
     pub async fn start(bins: Binaries) -> RealCluster {
+        Self::start_with(bins, false).await
+    }
+
+    /// [`RealCluster::start`], and with `capi` Cluster API's managers on it (their CRDs then
+    /// converted by them, their webhooks registered).
+    pub async fn start_with(bins: Binaries, capi: bool) -> RealCluster {
         clusterstack::install_crypto_provider();
         let options = Options { audit_users: vec![setup::operator_user(OPERATOR_NS)], ..Default::default() };
         let cp = ControlPlane::start(bins, options, &mut |step| eprintln!("control plane: {step}"))
@@ -81,7 +90,18 @@ impl RealCluster {
         )
         .await
         .unwrap_or_else(|e| panic!("the operator's identity: {e}"));
-        RealCluster { cp, operator_kubeconfig, scratch: tempfile::tempdir().expect("a scratch directory") }
+        let capi = if capi {
+            let managers = cp.binaries().capi.clone().expect("Cluster API's managers are built");
+            let config = cp.binaries().capi_config.clone();
+            Some(
+                ClusterApi::start(&cp, &managers, &config, &mut |step| eprintln!("cluster api: {step}"))
+                    .await
+                    .unwrap_or_else(|e| panic!("Cluster API: {e}")),
+            )
+        } else {
+            None
+        };
+        RealCluster { capi, cp, operator_kubeconfig, scratch: tempfile::tempdir().expect("a scratch directory") }
     }
 
     /// A client as `admin`.
@@ -499,6 +519,35 @@ pub fn run_scenarios(
     timeout: Duration,
     finally: Option<Finally>,
 ) -> std::process::ExitCode {
+    run(binary, scenarios, timeout, finally, false)
+}
+
+/// [`run_scenarios`] with Cluster API's managers running too. Call it first thing in `main`:
+/// it moves the process into a network namespace of its own (loopback only) before any thread
+/// starts, since Cluster API's servers listen on every interface.
+pub fn run_capi_scenarios(binary: &str, scenarios: &[Scenario], timeout: Duration) -> std::process::ExitCode {
+    if !std::env::args().any(|a| a == "--list") {
+        if let Err(e) = clusterstack::controlplane::netns::isolate() {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!(
+                    "{binary}: cannot isolate the network: {e} (Cluster API's servers would listen on every interface)"
+                );
+            }
+            eprintln!(
+                "\n*** {binary}: no network namespace ({e}): Cluster API's webhook and CAPD's servers listen on every interface of this machine ***\n"
+            );
+        }
+    }
+    run(binary, scenarios, timeout, None, true)
+}
+
+fn run(
+    binary: &str,
+    scenarios: &[Scenario],
+    timeout: Duration,
+    finally: Option<Finally>,
+    capi: bool,
+) -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
         for (name, _) in scenarios {
@@ -522,10 +571,18 @@ pub fn run_scenarios(
     let Some(bins) = binaries_or_skip(binary) else {
         return std::process::ExitCode::SUCCESS;
     };
+    if capi && bins.capi.is_none() {
+        let e = "Cluster API's managers are not built: run hack/controlplane/build --capi";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{binary}: {e} (CI=true: .ci/run builds them)");
+        }
+        eprintln!("\n*** SKIPPED {binary}: {e} ***\n");
+        return std::process::ExitCode::SUCCESS;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     let failed = runtime.block_on(async move {
         println!("\nrunning {} tests (one real control plane)", selected.len());
-        let cluster = Arc::new(RealCluster::start(bins).await);
+        let cluster = Arc::new(RealCluster::start_with(bins, capi).await);
         let mut results = Vec::new();
         for (name, body) in selected {
             let start = Instant::now();
@@ -578,7 +635,12 @@ pub fn run_scenarios(
             if failed.is_empty() { String::new() } else { format!(": {failed:?}") }
         );
         match Arc::try_unwrap(cluster) {
-            Ok(c) => c.cp.stop(),
+            Ok(c) => {
+                if let Some(capi) = c.capi {
+                    capi.stop();
+                }
+                c.cp.stop()
+            }
             Err(_) => eprintln!("a scenario still holds the control plane; it stops with this process"),
         }
         !failed.is_empty()
@@ -612,11 +674,14 @@ fn print_logs(cluster: &RealCluster, since: std::time::SystemTime) {
         .map(|e| e.path())
         .collect();
     operators.sort();
-    for log in operators.iter().chain(cluster.cp.logs().iter()) {
+    let capi_logs = cluster.capi.as_ref().map(|c| c.logs()).unwrap_or_default();
+    for log in operators.iter().chain(cluster.cp.logs().iter()).chain(capi_logs.iter()) {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let lines: Vec<&str> =
             text.lines().filter(|l| !l.contains("grpc: addrConn") && !l.contains("loopback range")).collect();
-        let tail = lines[lines.len().saturating_sub(25)..].join("\n");
+        // `CLUSTERSTACK_E2E_LOG_LINES=N` shows more of each log.
+        let keep = std::env::var("CLUSTERSTACK_E2E_LOG_LINES").ok().and_then(|n| n.parse().ok()).unwrap_or(25);
+        let tail = lines[lines.len().saturating_sub(keep)..].join("\n");
         println!("--- last lines of {} ---\n{tail}", log.display());
     }
 }

@@ -3,7 +3,10 @@
 #
 # OUT/capi-<version>-<hash>/
 #   config/<provider>/crd/*.yaml       the providers' CRDs (core, bootstrap-kubeadm,
-#   config/<provider>/webhook/manifests.yaml   controlplane-kubeadm, docker) and webhook manifests
+#   config/<provider>/crd/kustomization.yaml   controlplane-kubeadm, docker), the labels their
+#                                      kustomization puts on them (the contract versions CAPI
+#                                      reads), and their webhook manifests:
+#   config/<provider>/webhook/manifests.yaml
 #   bin/                               with --capi: cluster-api, kubeadm-bootstrap,
 #                                      kubeadm-control-plane, capd (CAPD, whose in-memory backend
 #                                      needs no Docker)
@@ -29,6 +32,7 @@ if [ ! -f "$cdest/.complete-config" ]; then
     src="${spec#*=}"
     mkdir -p "$ctmp/$name/crd" "$ctmp/$name/webhook"
     cp "$src"/crd/bases/*.yaml "$ctmp/$name/crd/"
+    cp "$src/crd/kustomization.yaml" "$ctmp/$name/crd/kustomization.yaml"
     cp "$src/webhook/manifests.yaml" "$ctmp/$name/webhook/"
   done
   chmod -R u+w "$ctmp"

@@ -53,26 +53,10 @@ pub fn parse_yaml(text: &str) -> Result<Vec<Value>, String> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-/// Cluster API's CRDs (every provider's) from the built pins' config directory, sorted by file.
+/// Cluster API's CRDs (every provider's, with the contract labels its kustomization adds) from
+/// the built pins' config directory, sorted by file within a provider.
 pub fn capi_crds(capi_config: &Path) -> Result<Vec<Value>, SetupError> {
-    let mut files = Vec::new();
-    for provider in ["core", "bootstrap-kubeadm", "controlplane-kubeadm", "docker"] {
-        let dir = capi_config.join(provider).join("crd");
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| SetupError::File { path: dir.clone(), reason: e.to_string() })?;
-        for entry in entries {
-            let path = entry.map_err(|e| SetupError::File { path: dir.clone(), reason: e.to_string() })?.path();
-            if path.extension().is_some_and(|e| e == "yaml") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    let mut crds = Vec::new();
-    for f in files {
-        crds.extend(read_yaml(&f)?);
-    }
-    Ok(crds)
+    Ok(crate::controlplane::capi::crds(capi_config)?.into_iter().map(|(_, crd)| crd).collect())
 }
 
 /// Applies `objects` in order with server-side apply (field manager [`SETUP_MANAGER`], forced),

@@ -44,13 +44,28 @@ pub(super) fn planned_stages(pass: &Pass<'_>, rendered: &RenderedRelease) -> Vec
     hook_list.split(',').flat_map(|h| rendered.stages(h)).collect()
 }
 
-/// Records the stages of a new run as `Pending`.
-pub(super) async fn record_stages(pass: &mut Pass<'_>, planned: &[Stage]) -> Result<(), Error> {
+/// The index of the first `AfterClusterUpgrade` stage of the run (the number of stages when it
+/// has none).
+pub(super) fn after_upgrade_from(pass: &Pass<'_>, rendered: &RenderedRelease) -> usize {
+    let hook_list = pass.status.current_hook.clone().unwrap_or_default();
+    hook_list
+        .split(',')
+        .take_while(|h| *h != super::stages::AFTER_CLUSTER_UPGRADE)
+        .map(|h| rendered.stages(h).len())
+        .sum()
+}
+
+/// Records the stages of a new run as `Pending`, each with its hook.
+pub(super) async fn record_stages(pass: &mut Pass<'_>, rendered: &RenderedRelease) -> Result<(), Error> {
+    let hook_list = pass.status.current_hook.clone().unwrap_or_default();
+    let planned: Vec<(String, Stage)> =
+        hook_list.split(',').flat_map(|h| rendered.stages(h).into_iter().map(move |s| (h.to_string(), s))).collect();
     pass.status.stages = planned
-        .iter()
-        .map(|s| StageStatus {
+        .into_iter()
+        .map(|(hook, s)| StageStatus {
             name: s.name.clone(),
             action: Some(s.action.as_str().into()),
+            hook: Some(hook),
             phase: Some(phase::PENDING.into()),
             started_at: None,
             message: None,

@@ -1,6 +1,6 @@
 //! The CAPI Runtime SDK extension server: lifecycle hooks over HTTPS.
 //!
-//! - `GET  /hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery`: the handlers below;
+//! - `POST /hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery` (as CAPI calls it; GET too): the handlers below;
 //! - `POST .../afterControlPlaneInitialized/...`, `.../afterClusterUpgrade/...`: answered at once
 //!   (the ClusterAddon controller starts the stages from the Cluster watch);
 //! - `POST .../beforeClusterUpgrade/...`: holds the upgrade (`retryAfterSeconds`) while the
@@ -72,7 +72,8 @@ pub enum HookServerError {
 /// The hook router (plain HTTP; [`serve_tls`] puts TLS in front).
 pub fn router(state: Arc<HookState>) -> axum::Router {
     axum::Router::new()
-        .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery", get(discovery))
+        // CAPI's runtime client POSTs a DiscoveryRequest; GET is kept for people with curl.
+        .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery", get(discovery).post(discovery))
         .route("/hooks.runtime.cluster.x-k8s.io/v1alpha1/{hook}/{handler}", post(handle))
         .with_state(state)
 }
@@ -108,23 +109,40 @@ fn response(kind: &str, status: &str, message: &str, retry: Option<i64>) -> Json
     Json(r)
 }
 
+/// The hooks named in `clusteraddon.yaml` and served here, as CAPI names them.
+const SERVED: [&str; 3] = ["AfterControlPlaneInitialized", "BeforeClusterUpgrade", "AfterClusterUpgrade"];
+
 async fn handle(
     State(state): State<Arc<HookState>>,
     UrlPath((hook, _handler)): UrlPath<(String, String)>,
-    Json(request): Json<Value>,
+    body: axum::body::Bytes,
 ) -> Json<Value> {
-    match hook.to_ascii_lowercase().as_str() {
-        "beforeclusterupgrade" => match before_cluster_upgrade(&state, &request).await {
-            Ok(retry) => response("BeforeClusterUpgradeResponse", "Success", "", Some(retry)),
+    // CAPI puts the hook's name in the path in lower case.
+    let name = SERVED.iter().copied().find(|h| h.eq_ignore_ascii_case(&hook)).unwrap_or("Unknown");
+    // CAPI's runtime client sends its JSON without a Content-Type header: read the body as JSON
+    // whatever the header says (axum's `Json` would answer 415).
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            state.ctx.metrics.hook_called(name, "Failure");
+            return response(&format!("{name}Response"), "Failure", &format!("the request is not JSON: {e}"), None);
+        }
+    };
+    let (status, message, retry) = match name {
+        "BeforeClusterUpgrade" => match before_cluster_upgrade(&state, &request).await {
+            Ok(retry) => ("Success", String::new(), Some(retry)),
             Err(message) => {
                 tracing::warn!(message, "BeforeClusterUpgrade hook failed");
-                response("BeforeClusterUpgradeResponse", "Failure", &message, None)
+                ("Failure", message, None)
             }
         },
-        "aftercontrolplaneinitialized" => response("AfterControlPlaneInitializedResponse", "Success", "", None),
-        "afterclusterupgrade" => response("AfterClusterUpgradeResponse", "Success", "", None),
-        other => response("UnknownHookResponse", "Failure", &format!("hook {other} is not served"), None),
-    }
+        "Unknown" => ("Failure", format!("hook {hook} is not served"), None),
+        _ => ("Success", String::new(), None),
+    };
+    let counted = if retry.is_some_and(|r| r > 0) { "Retry" } else { status };
+    state.ctx.metrics.hook_called(name, counted);
+    tracing::debug!(hook = name, status = counted, "Runtime SDK hook called");
+    response(&format!("{name}Response"), status, &message, retry)
 }
 
 /// The decision on one `BeforeClusterUpgrade` call: seconds to retry after (0: go ahead).
@@ -141,7 +159,17 @@ async fn before_cluster_upgrade(state: &HookState, request: &Value) -> Result<i6
     };
     let status = addon.status.clone().unwrap_or_default();
     let tag = usage.class.tag();
-    let done = status.release.as_deref() == Some(tag.as_str()) && status.target_release.is_none();
+    // Done: the class's release is applied, or the run towards it has finished every stage of
+    // BeforeClusterUpgrade (its AfterClusterUpgrade stages wait for the upgrade this lets go).
+    let applied = status.release.as_deref() == Some(tag.as_str()) && status.target_release.is_none();
+    let before_done = status.target_release.as_deref() == Some(tag.as_str())
+        && !status.stages.is_empty()
+        && status
+            .stages
+            .iter()
+            .filter(|s| s.hook.as_deref() != Some(super::stages::AFTER_CLUSTER_UPGRADE))
+            .all(|s| s.phase.as_deref() == Some(super::phase::DONE));
+    let done = applied || before_done;
     let skip = cluster.annotations().get(SKIP_HOLD_ANNOTATION).is_some_and(|v| v != "false");
     let now = Timestamp::now();
     let (result, retry) = if done {

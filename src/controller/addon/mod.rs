@@ -321,7 +321,8 @@ async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &Add
         return Err(Error::TooManyObjects(message));
     }
 
-    let workload = match actx.workloads.get(&ctx.client, &usage.cluster).await {
+    let secret = workload::addon_kubeconfig_secret(&usage.cluster.name, cluster.annotations());
+    let workload = match actx.workloads.get(&ctx.client, &usage.cluster, &secret).await {
         Ok(w) => w,
         Err(e) => return unreachable_workload(&mut pass, e.to_string()).await,
     };
@@ -334,9 +335,12 @@ async fn reconcile_cluster(cluster: &CapiCluster, usage: &ClassUsage, actx: &Add
     }
     let planned = actions::planned_stages(&pass, &rendered);
     if pass.status.stages.is_empty() {
-        actions::record_stages(&mut pass, &planned).await?;
+        actions::record_stages(&mut pass, &rendered).await?;
     }
-    if let Some(after) = run_stages(&mut pass, &workload, &rendered, &planned).await? {
+    let after_upgrade_from = actions::after_upgrade_from(&pass, &rendered);
+    if let Some(after) =
+        run_stages(&mut pass, &workload, &rendered, &planned, after_upgrade_from, upgrade_finished(cluster)).await?
+    {
         return Ok(Action::requeue(after));
     }
     actions::finish_run(&mut pass, &workload, &rendered, &planned, &tag, &addon_version).await?;
@@ -406,6 +410,31 @@ fn cluster_addon_spec_changes(
             Some(kube::runtime::reflector::ObjectRef::new_with(&owner.name, version).within(&ns))
         }
     })
+}
+
+/// Whether Cluster API has finished moving `cluster` to its spec (a new class or version): it
+/// has observed the current generation and reports its topology reconciled (False while an
+/// upgrade is held or rolls out). `Err` says what is still missing.
+pub fn upgrade_finished(cluster: &CapiCluster) -> Result<(), String> {
+    let generation = cluster.metadata.generation.unwrap_or(0);
+    match cluster.status.observed_generation {
+        Some(g) if g >= generation => {}
+        observed => {
+            return Err(format!(
+                "its observedGeneration {} has not reached generation {generation}",
+                observed.unwrap_or(0)
+            ));
+        }
+    }
+    match cluster.status.conditions.iter().find(|c| c.type_ == "TopologyReconciled") {
+        Some(c) if c.status == "True" => Ok(()),
+        Some(c) => Err(format!(
+            "TopologyReconciled is {} ({})",
+            c.status,
+            [c.reason.as_deref(), c.message.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(": ")
+        )),
+        None => Err("TopologyReconciled is not reported yet".into()),
+    }
 }
 
 /// Which Cluster changes start a pass: only a change the pass reads (its spec, by generation;

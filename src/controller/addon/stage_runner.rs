@@ -90,15 +90,39 @@ enum StageStep {
     Wait(Duration),
 }
 
+/// How often a run waiting for Cluster API to finish an upgrade looks again.
+const UPGRADE_POLL: Duration = Duration::from_secs(10);
+
 /// Runs the stages of the run in order, as far as they go; `Some(after)`: one waits, look again
-/// then; `None`: all are done.
+/// then; `None`: all are done. The stages from `after_upgrade_from` on are the
+/// `AfterClusterUpgrade` ones: they start only once `upgraded` is `Ok` (Cluster API finished
+/// moving the Cluster), as Cluster API calls that hook only then.
 pub(super) async fn run_stages(
     pass: &mut Pass<'_>,
     workload: &Workload,
     rendered: &RenderedRelease,
     planned: &[Stage],
+    after_upgrade_from: usize,
+    upgraded: Result<(), String>,
 ) -> Result<Option<Duration>, Error> {
     for (i, stage) in planned.iter().enumerate() {
+        if i >= after_upgrade_from
+            && let Err(why) = &upgraded
+        {
+            let current = pass.status.stages.get(i).and_then(|s| s.phase.clone()).unwrap_or_default();
+            if current == phase::PENDING || current.is_empty() {
+                pass.condition(
+                    false,
+                    reason::STAGE_RUNNING,
+                    format!(
+                        "stage {} (AfterClusterUpgrade): waiting for Cluster API to finish the upgrade: {why}",
+                        stage.name
+                    ),
+                );
+                pass.save().await?;
+                return Ok(Some(UPGRADE_POLL));
+            }
+        }
         match run_stage(pass, workload, rendered, i, stage).await? {
             StageStep::Done => continue,
             StageStep::Wait(after) => return Ok(Some(after)),

@@ -21,9 +21,25 @@ pub const KUBECONFIG_KEY: &str = "value";
 /// How long one request to a workload API server may take.
 const WORKLOAD_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// On a Cluster: the Secret (in its namespace, key `value`) whose kubeconfig the addons are
+/// applied with, instead of CAPI's `<cluster>-kubeconfig`. For an identity narrower than CAPI's
+/// admin, or a way in where CAPI's endpoint is not reachable from the operator (a proxy); the
+/// end-to-end tests point it at a real kube-apiserver, since CAPD's in-memory API servers do
+/// not take server-side apply.
+pub const KUBECONFIG_SECRET_ANNOTATION: &str = "clusterstack.x-k8s.io/addon-kubeconfig-secret";
+
 /// The name of the CAPI kubeconfig Secret of a Cluster.
 pub fn kubeconfig_secret_name(cluster: &str) -> String {
     format!("{cluster}-kubeconfig")
+}
+
+/// The Secret the addons of a Cluster are applied with: the annotation's, else CAPI's.
+pub fn addon_kubeconfig_secret(cluster: &str, annotations: &std::collections::BTreeMap<String, String>) -> String {
+    annotations
+        .get(KUBECONFIG_SECRET_ANNOTATION)
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map_or_else(|| kubeconfig_secret_name(cluster), str::to_string)
 }
 
 /// Why a workload client cannot be had.
@@ -76,18 +92,23 @@ impl WorkloadClients {
         lock(&self.clients).remove(cluster);
     }
 
-    /// The client of `cluster`: cached while the Secret's `resourceVersion` is the same, built
-    /// again when it changed. Reads the Secret through `management` (one GET per call).
-    pub async fn get(&self, management: &Client, cluster: &ClusterKey) -> Result<Arc<Workload>, WorkloadError> {
-        let name = kubeconfig_secret_name(&cluster.name);
+    /// The client of `cluster` from its Secret `name`: cached while the Secret's name and
+    /// `resourceVersion` are the same, built again when either changed. Reads the Secret through
+    /// `management` (one GET per call).
+    pub async fn get(
+        &self,
+        management: &Client,
+        cluster: &ClusterKey,
+        name: &str,
+    ) -> Result<Arc<Workload>, WorkloadError> {
         let shown = format!("{}/{name}", cluster.namespace);
         let secrets: Api<Secret> = Api::namespaced(management.clone(), &cluster.namespace);
         let secret = secrets
-            .get_opt(&name)
+            .get_opt(name)
             .await
             .map_err(|source| WorkloadError::Management { secret: shown.clone(), source })?
             .ok_or_else(|| WorkloadError::NoSecret(shown.clone()))?;
-        let version = secret.metadata.resource_version.clone().unwrap_or_default();
+        let version = format!("{name}@{}", secret.metadata.resource_version.as_deref().unwrap_or_default());
         if let Some(w) = lock(&self.clients).get(cluster)
             && w.secret_version == version
         {
@@ -123,5 +144,9 @@ pub async fn client_from_kubeconfig(text: &str) -> Result<Client, String> {
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(WORKLOAD_TIMEOUT);
     config.write_timeout = Some(WORKLOAD_TIMEOUT);
-    Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))
+    // The socket timeouts above do not end a request to a server that took the connection and
+    // stopped answering (a frozen or overloaded API server): the whole request gets a deadline,
+    // or one such Cluster would hold its reconcile for ever.
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+    Ok(builder.with_layer(&tower::timeout::TimeoutLayer::new(WORKLOAD_TIMEOUT)).build())
 }

@@ -81,8 +81,18 @@ fn duration_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.005, 2.0, 15))
 }
 
+/// Labels of a Runtime SDK hook call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HookLabels {
+    /// The hook (`BeforeClusterUpgrade`), as CAPI names it.
+    pub hook: String,
+    /// `Success` (with `retry` when it asked CAPI to wait) or `Failure`.
+    pub status: String,
+}
+
 /// Every metric of the operator, registered under the prefix `clusterstack`.
 pub struct Metrics {
+    hook_calls: Family<HookLabels, Counter>,
     registry: Registry,
     reconciles: Family<ControllerLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
@@ -165,7 +175,14 @@ impl Metrics {
         root.register("rollout_clusters", "Clusters of a rollout, by state", rollout_clusters.clone());
         let rollout_halted = Family::<RolloutLabels, Gauge>::default();
         root.register("rollout_halted", "1 while a rollout is halted, else 0", rollout_halted.clone());
+        let hook_calls = Family::<HookLabels, Counter>::default();
+        root.register(
+            "hook_calls",
+            "Runtime SDK hook calls from Cluster API, by hook and answer (Success, Retry, Failure)",
+            hook_calls.clone(),
+        );
         Self {
+            hook_calls,
             registry: root,
             reconciles,
             failures,
@@ -183,6 +200,11 @@ impl Metrics {
             rollout_halted,
             github_seen: std::sync::Mutex::default(),
         }
+    }
+
+    /// Counts a Runtime SDK hook call and its answer.
+    pub fn hook_called(&self, hook: &str, status: &str) {
+        self.hook_calls.get_or_create(&HookLabels { hook: hook.into(), status: status.into() }).inc();
     }
 
     /// Brings the GitHub counters up to the client's cumulative `stats` (adds what is new since the

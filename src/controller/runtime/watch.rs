@@ -345,8 +345,16 @@ pub async fn watch_kind(ctx: &Arc<Context>, gvk: &GroupVersionKind) {
     });
 }
 
-/// (resourceVersion, release tag, release namespace) of an object carrying our labels.
+/// (resourceVersion, release tag, release namespace) of an object carrying our labels that our
+/// field manager applied. Labels can be copied by anyone: Cluster API's topology controller
+/// copies a ClusterClass template's labels to the clone it makes for each Cluster, and such a
+/// clone is not an object of the release (re-applying the release for its changes would be a
+/// pass per change of every Cluster).
 fn owned_entry(meta: &PartialObjectMeta<DynamicObject>) -> Option<(String, String, String)> {
+    let ours = meta.managed_fields().iter().any(|m| m.manager.as_deref() == Some(crate::apply::FIELD_MANAGER));
+    if !ours {
+        return None;
+    }
     let labels = meta.labels();
     Some((
         meta.resource_version().unwrap_or_default(),

@@ -1,0 +1,320 @@
+//! The operator with the real Cluster API: its four managers (core with ClusterTopology and
+//! RuntimeSDK, kubeadm bootstrap and control plane, CAPD's in-memory backend) built from their
+//! pinned modules (`hack/controlplane/build --capi`) and started on the real control plane with
+//! their webhooks and conversion served on 127.0.0.1 ([`clusterstack::controlplane::capi`]).
+//! Nothing of Cluster API is played by the test: CAPI's webhooks accept or refuse the Clusters,
+//! its topology controller provisions them from our released classes and calls our Runtime SDK
+//! extension, registered by an ExtensionConfig, at its hooks.
+//!
+//! CAPD's in-memory workload API servers take no server-side apply, so each workload Cluster's
+//! addons go to a real kube-apiserver of its own (same etcd, another key prefix), named by the
+//! Cluster's `clusterstack.x-k8s.io/addon-kubeconfig-secret` annotation; CAPI keeps its own
+//! kubeconfig Secret for its own use.
+//!
+//! `harness = false`; the binary moves itself into a network namespace with only loopback first
+//! (CAPI's servers listen on every interface).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use clusterstack::controller::addon::workload::KUBECONFIG_SECRET_ANNOTATION;
+use serde_json::{Value, json};
+use support::real::{Kube, RealCluster, run_capi_scenarios, wait_until};
+
+const CS: &str = "clusterstack.x-k8s.io/v1alpha1";
+const CAPI: &str = "cluster.x-k8s.io/v1beta2";
+const CAPI_V1BETA1: &str = "cluster.x-k8s.io/v1beta1";
+const KCP: &str = "controlplane.cluster.x-k8s.io/v1beta2";
+const V1: &str = "inmemory-ferrol-1-35-v1";
+const V2: &str = "inmemory-ferrol-1-35-v2";
+/// Provisioning and upgrades by the real controllers on two busy cores.
+const SLOW: Duration = Duration::from_secs(240);
+
+fn releases_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("releases")
+}
+
+fn stack(ns: &str, versions: &[&str]) -> Value {
+    json!({
+        "apiVersion": CS, "kind": "ClusterStack",
+        "metadata": {"name": "ferrol", "namespace": ns},
+        "spec": {"provider": "inmemory", "name": "ferrol", "kubernetesVersion": "1.35", "channel": "stable",
+                 "versions": versions, "autoSubscribe": false, "pollInterval": "1s"}
+    })
+}
+
+/// The operator with its hook server on 127.0.0.1 (a certificate of its own CA), and the CA.
+struct Hooks {
+    args: Vec<String>,
+    url: String,
+    ca_pem: String,
+}
+
+fn hooks(c: &RealCluster, name: &str) -> Hooks {
+    let (ca, serving) =
+        clusterstack::controlplane::pki::serving_pair("hooks CA", &["127.0.0.1"]).expect("hook certificates");
+    let dir = c.scratch.path().join(format!("hooks-{name}"));
+    std::fs::create_dir_all(&dir).expect("the hook certificate directory");
+    std::fs::write(dir.join("tls.crt"), &serving.cert).expect("tls.crt");
+    std::fs::write(dir.join("tls.key"), &serving.key).expect("tls.key");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let mut args = vec![
+        format!("--default-source=dir:{}", releases_dir().display()),
+        format!("--allowed-directory-roots={}", releases_dir().display()),
+        format!("--hooks-addr=127.0.0.1:{port}"),
+        format!("--hooks-cert-dir={}", dir.display()),
+    ];
+    args.push("--hooks-hold-deadline=10m".into());
+    Hooks { args, url: format!("https://127.0.0.1:{port}"), ca_pem: ca.cert }
+}
+
+/// Registers the hook server for `ns`'s Clusters with an ExtensionConfig in the shape `install
+/// --export` ships (v1alpha1, converted by CAPI's webhook), and waits until CAPI has discovered
+/// its handlers. Returns the handler names CAPI reports.
+async fn register(k: &Kube, name: &str, ns: &str, hooks: &Hooks) -> Vec<String> {
+    let ca = base64::engine::general_purpose::STANDARD.encode(&hooks.ca_pem);
+    k.apply(&json!({
+        "apiVersion": "runtime.cluster.x-k8s.io/v1alpha1", "kind": "ExtensionConfig",
+        "metadata": {"name": name},
+        "spec": {"clientConfig": {"url": hooks.url, "caBundle": ca},
+                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+    }))
+    .await;
+    wait_until("CAPI discovered our hook handlers", SLOW, || async {
+        let e = k.get("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, name).await?;
+        let handlers: Vec<String> =
+            e["status"]["handlers"].as_array()?.iter().filter_map(|h| h["name"].as_str().map(str::to_string)).collect();
+        (!handlers.is_empty()).then_some(handlers)
+    })
+    .await
+}
+
+/// A v1beta2 Cluster of `class` with one control-plane machine, its addons sent with `secret`.
+fn cluster(ns: &str, name: &str, class: &str, version: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": CAPI, "kind": "Cluster",
+        "metadata": {"name": name, "namespace": ns, "annotations": {KUBECONFIG_SECRET_ANNOTATION: secret}},
+        "spec": {
+            "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}, "services": {"cidrBlocks": ["10.128.0.0/12"]}},
+            "topology": {"classRef": {"name": class}, "version": version, "controlPlane": {"replicas": 1}}
+        }
+    })
+}
+
+/// `clusterstack_hook_calls_total{hook=...,status=...}` of the operator's `/metrics`.
+fn hook_calls(metrics: &str, hook: &str, status: &str) -> u64 {
+    let series = format!("clusterstack_hook_calls_total{{hook=\"{hook}\",status=\"{status}\"}}");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+fn condition(obj: &Value, type_: &str) -> Option<Value> {
+    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_).cloned()
+}
+
+/// The time our addon field manager last wrote `obj` (RFC 3339, seconds; "" when it did not).
+fn applied_at(obj: &Value) -> String {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["manager"] == "clusterstack-addons")
+        .and_then(|m| m["time"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A Cluster of a released class: CAPI's webhooks accept it, its topology controller provisions
+/// it (control plane initialised by CAPI), CAPI calls our AfterControlPlaneInitialized hook and
+/// the addons land in the workload cluster. Then the Cluster moves to v2 with a new Kubernetes
+/// version: CAPI asks BeforeClusterUpgrade, which holds the upgrade (the workload API server is
+/// frozen, so the v2 addons cannot be applied) and lets it go once they are; the
+/// AfterClusterUpgrade stage runs only after CAPI has finished, and CAPI calls that hook.
+async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_held_for_them(c: Arc<RealCluster>) {
+    let k = c.admin().await;
+    let ns = c.namespace("capi").await;
+    let hooks = hooks(&c, "provision");
+    let op = c.operator("capi", &hooks.args);
+    let handlers = register(&k, &format!("clusterstack-{ns}"), &ns, &hooks).await;
+    for hook in ["after-control-plane-initialized", "before-cluster-upgrade", "after-cluster-upgrade"] {
+        assert!(handlers.iter().any(|h| h.starts_with(hook)), "CAPI discovered {handlers:?}");
+    }
+    k.apply(&stack(&ns, &["v1", "v2"])).await;
+    for tag in [V1, V2] {
+        wait_until(&format!("{tag} ready"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
+            (r["status"]["ready"] == true).then_some(())
+        })
+        .await;
+    }
+
+    // The workload cluster behind the Cluster, for the addons.
+    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
+    let wk = Kube::new(
+        clusterstack::controller::addon::workload::client_from_kubeconfig(workload.kubeconfig())
+            .await
+            .expect("a workload client"),
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
+    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-addons", "namespace": ns},
+                    "data": {"value": encoded}}))
+        .await;
+    k.apply(&cluster(&ns, "edge", V1, "v1.35.0", "edge-addons")).await;
+
+    // CAPI provisions it: the control plane initialised is CAPI's word, not ours.
+    let provisioned = wait_until("CAPI initialised the control plane", SLOW, || async {
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
+        (cl["status"]["initialization"]["controlPlaneInitialized"] == true).then_some(cl)
+    })
+    .await;
+    assert_eq!(provisioned["spec"]["topology"]["classRef"]["name"], V1);
+    let kcp = k.list(KCP, "KubeadmControlPlane", Some(&ns), None).await;
+    assert_eq!(kcp.len(), 1, "CAPI made the control plane of the class");
+    assert_eq!(kcp[0]["spec"]["version"], "v1.35.0");
+
+    let addon = wait_until("the ClusterAddon Ready on v1", SLOW, || async {
+        let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
+        (a["status"]["ready"] == true && a["status"]["release"] == V1).then_some(a)
+    })
+    .await;
+    assert_eq!(addon["metadata"]["ownerReferences"][0]["kind"], "Cluster", "{addon:#}");
+    let ds = wk.get("apps/v1", "DaemonSet", Some("kube-system"), "cni").await.expect("cni in the workload cluster");
+    assert!(!applied_at(&ds).is_empty(), "applied by our addon field manager: {ds:#}");
+    assert!(
+        k.get("apps/v1", "DaemonSet", Some("kube-system"), "cni").await.is_none(),
+        "nothing of the addons reaches the management cluster"
+    );
+    // CAPI calls the hook once it has seen the control plane initialised (our controller reads
+    // the same status from its watch, and may be first).
+    wait_until("CAPI called AfterControlPlaneInitialized", SLOW, || async {
+        (hook_calls(&op.metrics().await, "AfterControlPlaneInitialized", "Success") >= 1).then_some(())
+    })
+    .await;
+
+    // The upgrade: v2 and a new Kubernetes version, with the workload API server frozen.
+    workload.pause(true);
+    k.merge(
+        CAPI,
+        "Cluster",
+        Some(&ns),
+        "edge",
+        &json!({"spec": {"topology": {"classRef": {"name": V2}, "version": "v1.35.4"}}}),
+    )
+    .await
+    .expect("moving the Cluster");
+    wait_until("CAPI asked BeforeClusterUpgrade and was held", SLOW, || async {
+        (hook_calls(&op.metrics().await, "BeforeClusterUpgrade", "Retry") >= 1).then_some(())
+    })
+    .await;
+    let held = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await.expect("the ClusterAddon");
+    assert!(held["status"]["holdStartedAt"].is_string(), "the hold is recorded: {held:#}");
+    let kcp = k.list(KCP, "KubeadmControlPlane", Some(&ns), None).await;
+    assert_eq!(kcp[0]["spec"]["version"], "v1.35.0", "CAPI does not upgrade while held");
+    workload.pause(false);
+
+    // Until the ClusterAddon is Ready on v2: the AfterClusterUpgrade stage (cni) waits, saying
+    // so, while CAPI upgrades, and is Done only once CAPI reports the topology reconciled.
+    let waited_for_capi = std::sync::atomic::AtomicBool::new(false);
+    let upgraded = wait_until("the ClusterAddon Ready on v2", SLOW, || {
+        let (k, ns) = (&k, &ns);
+        let waited = &waited_for_capi;
+        async move {
+            let a = k.get(CS, "ClusterAddon", Some(ns), "cluster-addon-edge").await?;
+            let message = condition(&a, "Ready").and_then(|c| c["message"].as_str().map(str::to_string));
+            if message
+                .is_some_and(|m| m.contains("(AfterClusterUpgrade): waiting for Cluster API to finish the upgrade"))
+            {
+                waited.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let after_done = a["status"]["stages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["hook"] == "AfterClusterUpgrade" && s["name"] == "cni" && s["phase"] == "Done");
+            if after_done || a["status"]["release"] == V2 {
+                let cl = k.get(CAPI, "Cluster", Some(ns), "edge").await?;
+                let reconciled = condition(&cl, "TopologyReconciled").is_some_and(|c| c["status"] == "True");
+                assert!(reconciled, "the AfterClusterUpgrade stage ran before CAPI finished: {a:#}\n{cl:#}");
+            }
+            (a["status"]["ready"] == true && a["status"]["release"] == V2).then_some(a)
+        }
+    })
+    .await;
+    assert!(waited_for_capi.into_inner(), "the AfterClusterUpgrade stage was never seen waiting for the upgrade");
+    assert_eq!(upgraded["status"]["holdResult"], "Completed", "{upgraded:#}");
+    let kcp = k.list(KCP, "KubeadmControlPlane", Some(&ns), None).await;
+    assert_eq!(kcp[0]["spec"]["version"], "v1.35.4", "released, CAPI upgraded the control plane");
+    wait_until("CAPI called AfterClusterUpgrade", SLOW, || async {
+        (hook_calls(&op.metrics().await, "AfterClusterUpgrade", "Success") >= 1).then_some(())
+    })
+    .await;
+
+    k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
+    wait_until("the Cluster deleted by CAPI", SLOW, || async {
+        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
+    })
+    .await;
+    k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
+    drop(op);
+    c.drop_namespace(&ns).await;
+}
+
+/// A v1beta1 Cluster (while CAPI serves v1beta1) goes through CAPI's conversion webhook: stored as
+/// v1beta2 with its class, provisioned, and read by the operator as a user of the release.
+async fn a_v1beta1_cluster_is_converted_and_provisioned(c: Arc<RealCluster>) {
+    let k = c.admin().await;
+    let ns = c.namespace("capi-v1beta1").await;
+    let _op = c.operator("v1beta1", &hooks(&c, "v1beta1").args);
+    k.apply(&stack(&ns, &["v1"])).await;
+    wait_until("v1 ready", SLOW, || async {
+        let r = k.get(CS, "ClusterStackRelease", Some(&ns), V1).await?;
+        (r["status"]["ready"] == true).then_some(())
+    })
+    .await;
+    k.apply(&json!({
+        "apiVersion": CAPI_V1BETA1, "kind": "Cluster",
+        "metadata": {"name": "old", "namespace": ns},
+        "spec": {
+            "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}, "services": {"cidrBlocks": ["10.128.0.0/12"]}},
+            "topology": {"class": V1, "version": "v1.35.0", "controlPlane": {"replicas": 1}}
+        }
+    }))
+    .await;
+    let stored = k.get(CAPI, "Cluster", Some(&ns), "old").await.expect("the Cluster as v1beta2");
+    assert_eq!(stored["spec"]["topology"]["classRef"]["name"], V1, "converted by CAPI: {stored:#}");
+    wait_until("CAPI initialised the control plane", SLOW, || async {
+        let cl = k.get(CAPI_V1BETA1, "Cluster", Some(&ns), "old").await?;
+        (cl["status"]["initialization"]["controlPlaneInitialized"] == true
+            || condition(&cl, "ControlPlaneInitialized").is_some_and(|c| c["status"] == "True"))
+        .then_some(())
+    })
+    .await;
+    // The operator sees a user of v1: garbage collection keeps it while the Cluster lives.
+    let addon = wait_until("the ClusterAddon of the v1beta1 Cluster", SLOW, || async {
+        let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-old").await?;
+        let ready = condition(&a, "Ready")?;
+        (ready["reason"] != "WaitingForControlPlane").then_some(a)
+    })
+    .await;
+    assert_eq!(addon["spec"]["clusterRef"]["name"], "old", "{addon:#}");
+    k.delete(CAPI, "Cluster", Some(&ns), "old").await;
+    wait_until("the Cluster deleted by CAPI", SLOW, || async {
+        k.get(CAPI, "Cluster", Some(&ns), "old").await.is_none().then_some(())
+    })
+    .await;
+    c.drop_namespace(&ns).await;
+}
+
+fn main() -> std::process::ExitCode {
+    let all = support::real::scenarios![
+        a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_held_for_them,
+        a_v1beta1_cluster_is_converted_and_provisioned,
+    ];
+    run_capi_scenarios("real_capi", &all, Duration::from_secs(600))
+}
