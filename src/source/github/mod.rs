@@ -6,6 +6,7 @@
 //! the limit is exhausted). Assets are streamed to disk while hashed, following the storage
 //! redirect by hand so the token never leaves the API host.
 
+mod attestations;
 mod source;
 mod wire;
 

@@ -3,7 +3,7 @@
 //! (its own `<asset>.sigstore.json`, or a signed `SHA256SUMS` that lists it), and for `cosign`
 //! the OCI manifest's signature.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
@@ -97,53 +97,162 @@ impl ReleasePolicy {
 
     /// Checks every asset of a downloaded release. `assets` maps each content asset to its sha256
     /// (lowercase hex) and `sums` is the release's `SHA256SUMS` (name to sha256, checked by the
-    /// cache) when it has one; `bundle` reads `<asset>.sigstore.json`. An asset is covered by its
-    /// own bundle, or by a valid bundle of `SHA256SUMS` listing it with the same digest.
-    pub fn check_bundles(
+    /// cache) when it has one; `bundle` reads `<asset>.sigstore.json`; `attested` asks the
+    /// source's attestation store (GitHub's attestations API) for the bundles of a digest (`None`:
+    /// the source has none). An asset is covered by, in this order:
+    ///
+    /// 1. its own `<asset>.sigstore.json` (a release asset costs no request; one that fails is
+    ///    what is reported, whatever else there is);
+    /// 2. an attestation of its digest from the store: any one that verifies is enough, the
+    ///    others' failures are reported only when none does;
+    /// 3. a valid bundle of `SHA256SUMS` (its own asset, or an attestation) listing it with the
+    ///    same digest.
+    ///
+    /// An attestation naming several subjects (`attest-build-provenance` with `subject-path`)
+    /// covers each of them: bundles already fetched are tried before asking for another digest.
+    pub async fn check_bundles<E, F>(
         &self,
         assets: &BTreeMap<String, String>,
         sums: Option<(&str, &BTreeMap<String, String>)>,
         bundle: impl Fn(&str) -> Option<Vec<u8>>,
-    ) -> Result<Verified, Failure> {
+        attested: impl Fn(String) -> F,
+    ) -> Result<Result<Verified, Failure>, E>
+    where
+        F: Future<Output = Result<Option<Vec<Vec<u8>>>, E>>,
+    {
+        let mut store = Store { fetched: Vec::new(), asked: BTreeSet::new(), available: true };
         let mut signed_sums: Option<Result<Verified, Failure>> = None;
         let mut last = None;
         for (name, sha256) in assets {
-            let digest = super::digest_from_hex(sha256)?;
+            let digest = match super::digest_from_hex(sha256) {
+                Ok(digest) => digest,
+                Err(failure) => return Ok(Err(failure)),
+            };
             let own = bundle(&format!("{name}{BUNDLE_SUFFIX}"));
-            let own_result = own.as_ref().map(|b| self.trust.verify(b, &digest).map_err(|f| f.about(name)));
-            match own_result {
+            match own.map(|b| self.trust.verify(&b, &digest).map_err(|f| f.about(name))) {
                 Some(Ok(verified)) => {
                     last = Some(verified);
                     continue;
                 }
-                // A bundle of its own that fails is what is reported, whatever SHA256SUMS says.
-                Some(Err(failure)) => return Err(failure),
+                // A bundle of its own that fails is what is reported, whatever else there is.
+                Some(Err(failure)) => return Ok(Err(failure)),
                 None => {}
             }
+            match store.verify(self, sha256, &attested).await? {
+                Some(Ok(verified)) => {
+                    last = Some(verified);
+                    continue;
+                }
+                Some(Err(failure)) => return Ok(Err(failure.about(name))),
+                None => {}
+            }
+            let missing = |available: bool, more: &str| {
+                let api = if available { format!(", no attestation of sha256:{sha256}") } else { String::new() };
+                Failure::new(FailureReason::SignatureMissing, format!("{name}: no {name}{BUNDLE_SUFFIX}{api}{more}"))
+            };
             let Some((sums_sha256, listed)) = sums else {
-                return Err(Failure::new(FailureReason::SignatureMissing, format!("{name}: no {name}{BUNDLE_SUFFIX}")));
+                return Ok(Err(missing(store.available, "")));
             };
             if listed.get(name) != Some(sha256) {
-                return Err(Failure::new(
-                    FailureReason::SignatureMissing,
-                    format!("{name}: no {name}{BUNDLE_SUFFIX}, and SHA256SUMS does not list it"),
-                ));
+                return Ok(Err(missing(store.available, ", and SHA256SUMS does not list it")));
             }
-            let verified = signed_sums.get_or_insert_with(|| {
+            if signed_sums.is_none() {
                 let sums_name = crate::source::SHA256SUMS;
-                let bundle = bundle(&format!("{sums_name}{BUNDLE_SUFFIX}")).ok_or_else(|| {
-                    Failure::new(
-                        FailureReason::SignatureMissing,
-                        format!("{name}: no {name}{BUNDLE_SUFFIX} nor {sums_name}{BUNDLE_SUFFIX}"),
-                    )
-                })?;
-                let digest = super::digest_from_hex(sums_sha256)?;
-                self.trust.verify(&bundle, &digest).map_err(|f| f.about(sums_name))
-            });
-            last = Some(verified.clone()?);
+                let result = match super::digest_from_hex(sums_sha256) {
+                    Err(failure) => Err(failure),
+                    Ok(digest) => match bundle(&format!("{sums_name}{BUNDLE_SUFFIX}")) {
+                        Some(b) => self.trust.verify(&b, &digest).map_err(|f| f.about(sums_name)),
+                        None => match store.verify(self, sums_sha256, &attested).await? {
+                            Some(result) => result.map_err(|f| f.about(sums_name)),
+                            None => Err(missing(store.available, &format!(" nor a signed {sums_name}"))),
+                        },
+                    },
+                };
+                signed_sums = Some(result);
+            }
+            match signed_sums.clone() {
+                Some(Ok(verified)) => last = Some(verified),
+                Some(Err(failure)) => return Ok(Err(failure)),
+                None => {}
+            }
         }
-        last.ok_or_else(|| Failure::new(FailureReason::SignatureMissing, "the release has no assets to verify"))
+        Ok(last.ok_or_else(|| Failure::new(FailureReason::SignatureMissing, "the release has no assets to verify")))
     }
+}
+
+/// The attestations fetched while checking one release.
+struct Store {
+    /// Every bundle fetched so far: one naming several subjects serves each.
+    fetched: Vec<Vec<u8>>,
+    /// The digests asked for.
+    asked: BTreeSet<String>,
+    /// Whether the source has an attestation store at all.
+    available: bool,
+}
+
+impl Store {
+    /// The check of `sha256` against the attestations naming it: `None` when there are none.
+    async fn verify<E, F>(
+        &mut self,
+        policy: &ReleasePolicy,
+        sha256: &str,
+        attested: &impl Fn(String) -> F,
+    ) -> Result<Option<Result<Verified, Failure>>, E>
+    where
+        F: Future<Output = Result<Option<Vec<Vec<u8>>>, E>>,
+    {
+        let digest = match super::digest_from_hex(sha256) {
+            Ok(digest) => digest,
+            Err(failure) => return Ok(Some(Err(failure))),
+        };
+        let mut candidates: Vec<usize> =
+            (0..self.fetched.len()).filter(|i| names_digest(&self.fetched[*i], sha256)).collect();
+        if candidates.is_empty() && self.available && self.asked.insert(sha256.to_string()) {
+            match attested(sha256.to_string()).await? {
+                None => self.available = false,
+                Some(bundles) => {
+                    let from = self.fetched.len();
+                    self.fetched.extend(bundles);
+                    candidates = (from..self.fetched.len()).collect();
+                }
+            }
+        }
+        let mut worst: Option<Failure> = None;
+        for i in candidates {
+            match policy.trust.verify(&self.fetched[i], &digest) {
+                Ok(verified) => return Ok(Some(Ok(verified))),
+                Err(failure) => {
+                    if worst.as_ref().is_none_or(|w| super::rank(failure.reason) > super::rank(w.reason)) {
+                        worst = Some(failure);
+                    }
+                }
+            }
+        }
+        Ok(worst.map(|failure| {
+            let message = format!("no attestation of sha256:{sha256} verifies; {}", failure.message);
+            Err(Failure::new(failure.reason, message))
+        }))
+    }
+}
+
+/// Whether a bundle is about the artifact `sha256`: a message signature over that digest, or an
+/// attestation with that subject. Only a pre-filter: verification checks it again.
+fn names_digest(bundle: &[u8], sha256: &str) -> bool {
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(bundle) else { return false };
+    if let Some(digest) = json["messageSignature"]["messageDigest"]["digest"].as_str() {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(digest).unwrap_or_default();
+        return hex::encode(bytes) == sha256;
+    }
+    let payload = json["dsseEnvelope"]["payload"].as_str().unwrap_or_default();
+    let statement = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(payload).unwrap_or_default()
+    };
+    let Ok(statement) = serde_json::from_slice::<serde_json::Value>(&statement) else { return false };
+    statement["subject"]
+        .as_array()
+        .is_some_and(|subjects| subjects.iter().any(|s| s["digest"]["sha256"].as_str() == Some(sha256)))
 }
 
 /// Whether `name` is a signature asset (never itself required to be signed).
