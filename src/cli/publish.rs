@@ -68,7 +68,7 @@ pub struct PublishArgs {
 /// Who signs: a key, or Fulcio's certificate for an OIDC identity.
 enum Signing {
     Key(KeySigner),
-    Keyless(KeylessSigner),
+    Keyless(Box<KeylessSigner>),
 }
 
 impl Signing {
@@ -91,7 +91,7 @@ impl Signing {
             })?,
         };
         let signer = KeylessSigner::new(&token, &args.fulcio_url, &args.rekor_url).map_err(SourceCliError::Usage)?;
-        Ok(Signing::Keyless(signer))
+        Ok(Signing::Keyless(Box::new(signer)))
     }
 
     /// Writes the bundles of every file of the release directory.

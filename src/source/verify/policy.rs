@@ -205,25 +205,34 @@ impl Store {
             Ok(digest) => digest,
             Err(failure) => return Ok(Some(Err(failure))),
         };
-        let mut candidates: Vec<usize> =
-            (0..self.fetched.len()).filter(|i| names_digest(&self.fetched[*i], sha256)).collect();
-        if candidates.is_empty() && self.available && self.asked.insert(sha256.to_string()) {
+        // Bundles fetched for another digest that name this one too are tried first; the API is
+        // asked for this digest when none of them verifies.
+        let reused: Vec<usize> = (0..self.fetched.len()).filter(|i| names_digest(&self.fetched[*i], sha256)).collect();
+        let mut worst: Option<Failure> = None;
+        let mut try_each = |fetched: &[Vec<u8>], candidates: Vec<usize>| {
+            for i in candidates {
+                match policy.trust.verify(&fetched[i], &digest) {
+                    Ok(verified) => return Some(verified),
+                    Err(failure) => {
+                        if worst.as_ref().is_none_or(|w| super::rank(failure.reason) > super::rank(w.reason)) {
+                            worst = Some(failure);
+                        }
+                    }
+                }
+            }
+            None
+        };
+        if let Some(verified) = try_each(&self.fetched, reused) {
+            return Ok(Some(Ok(verified)));
+        }
+        if self.available && self.asked.insert(sha256.to_string()) {
             match attested(sha256.to_string()).await? {
                 None => self.available = false,
                 Some(bundles) => {
                     let from = self.fetched.len();
                     self.fetched.extend(bundles);
-                    candidates = (from..self.fetched.len()).collect();
-                }
-            }
-        }
-        let mut worst: Option<Failure> = None;
-        for i in candidates {
-            match policy.trust.verify(&self.fetched[i], &digest) {
-                Ok(verified) => return Ok(Some(Ok(verified))),
-                Err(failure) => {
-                    if worst.as_ref().is_none_or(|w| super::rank(failure.reason) > super::rank(w.reason)) {
-                        worst = Some(failure);
+                    if let Some(verified) = try_each(&self.fetched, (from..self.fetched.len()).collect()) {
+                        return Ok(Some(Ok(verified)));
                     }
                 }
             }
@@ -258,4 +267,33 @@ fn names_digest(bundle: &[u8], sha256: &str) -> bool {
 /// Whether `name` is a signature asset (never itself required to be signed).
 pub fn is_signature_asset(name: &str) -> bool {
     name.ends_with(BUNDLE_SUFFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as B64;
+
+    use super::names_digest;
+
+    #[test]
+    fn a_bundle_names_the_digest_of_its_message_or_of_each_subject() {
+        let (a, b, c) = ("aa".repeat(32), "bb".repeat(32), "cc".repeat(32));
+        let message = serde_json::json!({
+            "messageSignature": {"messageDigest": {"algorithm": "SHA2_256", "digest": B64.encode(hex::decode(&a).unwrap())}}
+        });
+        let message = serde_json::to_vec(&message).unwrap();
+        assert!(names_digest(&message, &a));
+        assert!(!names_digest(&message, &b));
+        // An attestation of several subjects (attest-build-provenance with subject-path) names each.
+        let statement = serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "x.tgz", "digest": {"sha256": a}}, {"name": "y.tgz", "digest": {"sha256": b}}],
+        });
+        let dsse = serde_json::json!({"dsseEnvelope": {"payload": B64.encode(statement.to_string())}});
+        let dsse = serde_json::to_vec(&dsse).unwrap();
+        assert!(names_digest(&dsse, &a) && names_digest(&dsse, &b));
+        assert!(!names_digest(&dsse, &c));
+        assert!(!names_digest(b"not json", &a));
+    }
 }
