@@ -5,7 +5,7 @@
 //! policy: the signed release passes, another key and an unsigned release are refused. And keyless:
 //! `publish --sign --identity-token` against a Fulcio and a Rekor of our own (127.0.0.1), what it
 //! signed verified under that instance's trusted root and the token's identity, refused under
-//! another identity or another root.
+//! another identity or another root; and in a GitHub Actions job, with the job's own token.
 
 #[path = "support/registry.rs"]
 mod registry;
@@ -14,6 +14,8 @@ mod sigstore;
 
 use std::path::Path;
 use std::process::{Command, Output};
+
+use axum::response::IntoResponse;
 
 use clusterstack::source::verify::cosign::{self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
 use registry::Registry;
@@ -262,4 +264,74 @@ async fn publish_sign_keyless_then_verify_and_pull_under_the_identity() {
     let refused = fails(&pull("cache2"));
     assert!(refused.contains("WrongIdentity"), "{refused}");
     assert!(!work.path().join("cache2").join(format!("oci/{}/keyless/{TAG}", registry.host())).exists());
+
+    // In a GitHub Actions job with `id-token: write`: no flag, the job's own token, asked for the
+    // audience `sigstore` with the request token, names the workflow.
+    let actions = sigstore::token(
+        "https://token.actions.githubusercontent.com",
+        serde_json::json!({
+            "sub": "repo:acme/stacks:ref:refs/tags/v1", "repository": "acme/stacks", "ref": "refs/tags/v1",
+            "job_workflow_ref": "acme/stacks/.github/workflows/release.yml@refs/tags/v1",
+        }),
+    );
+    let token_service = axum::Router::new().route(
+        "/token",
+        axum::routing::get(move |headers: axum::http::HeaderMap, query: axum::extract::RawQuery| async move {
+            let authorized = headers.get("authorization").is_some_and(|v| v == "Bearer request-secret");
+            let audience = query.0.is_some_and(|q| q.split('&').any(|p| p == "audience=sigstore"));
+            match authorized && audience {
+                true => axum::Json(serde_json::json!({"value": actions})).into_response(),
+                false => axum::http::StatusCode::FORBIDDEN.into_response(),
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let token_url = format!("http://{}/token?api-version=2.0", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, token_service).await });
+    let actions_dir = release_copy(&work.path().join("actions"), TAG);
+    let actions_repo = format!("oci://{}/actions", registry.host());
+    let published = ok(&Command::new(env!("CARGO_BIN_EXE_clusterstack"))
+        .args(["publish", "--sign", "--fulcio-url", fake.url(), "--rekor-url", fake.url()])
+        .args([&actions_dir.display().to_string(), &actions_repo])
+        .env_remove("SIGSTORE_ID_TOKEN")
+        .env("GITHUB_ACTIONS", "true")
+        .env("ACTIONS_ID_TOKEN_REQUEST_URL", &token_url)
+        .env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-secret")
+        .output()
+        .expect("run clusterstack"));
+    let workflow = "https://github.com/acme/stacks/.github/workflows/release.yml@refs/tags/v1";
+    assert!(published.contains("as repo:acme/stacks:ref:refs/tags/v1"), "the job's token was used: {published}");
+    std::fs::write(
+        &policy,
+        "kind: both\nidentity: {repository: acme/stacks, workflow: .github/workflows/release.yml, ref: 'refs/tags/v*'}\n\
+         trustedRoot: {configMapRef: {name: sigstore-root}}\n",
+    )
+    .unwrap();
+    let pulled = ok(&clusterstack(&[
+        "pull",
+        TAG,
+        "--source",
+        &actions_repo,
+        "--cache",
+        &w("cache3"),
+        "--verify-policy",
+        &policy,
+        "--verify-trusted-root",
+        &root,
+    ]));
+    assert!(pulled.contains(&format!("signed    by {workflow}")), "{pulled}");
+    // The first release was signed by release@example.test: not this workflow.
+    let refused = fails(&clusterstack(&[
+        "pull",
+        TAG,
+        "--source",
+        &repo,
+        "--cache",
+        &w("cache4"),
+        "--verify-policy",
+        &policy,
+        "--verify-trusted-root",
+        &root,
+    ]));
+    assert!(refused.contains("WrongIdentity"), "{refused}");
 }
