@@ -103,10 +103,12 @@ impl ReleasePolicy {
     ///
     /// 1. its own `<asset>.sigstore.json` (a release asset costs no request; one that fails is
     ///    what is reported, whatever else there is);
-    /// 2. an attestation of its digest from the store: any one that verifies is enough, the
-    ///    others' failures are reported only when none does;
+    /// 2. an attestation of its digest from the store: any one that verifies is enough;
     /// 3. a valid bundle of `SHA256SUMS` (its own asset, or an attestation) listing it with the
     ///    same digest.
+    ///
+    /// The attestations' failures are reported only when neither they nor `SHA256SUMS` cover the
+    /// asset.
     ///
     /// An attestation naming several subjects (`attest-build-provenance` with `subject-path`)
     /// covers each of them: bundles already fetched are tried before asking for another digest.
@@ -138,15 +140,20 @@ impl ReleasePolicy {
                 Some(Err(failure)) => return Ok(Err(failure)),
                 None => {}
             }
-            match store.verify(self, sha256, &attested).await? {
+            // Attestations that exist but do not verify are reported only when SHA256SUMS does not
+            // vouch for the asset either: any one valid signature is enough.
+            let attested_failure = match store.verify(self, sha256, &attested).await? {
                 Some(Ok(verified)) => {
                     last = Some(verified);
                     continue;
                 }
-                Some(Err(failure)) => return Ok(Err(failure.about(name))),
-                None => {}
-            }
+                Some(Err(failure)) => Some(failure.about(name)),
+                None => None,
+            };
             let missing = |available: bool, more: &str| {
+                if let Some(failure) = &attested_failure {
+                    return failure.clone();
+                }
                 let api = if available { format!(", no attestation of sha256:{sha256}") } else { String::new() };
                 Failure::new(FailureReason::SignatureMissing, format!("{name}: no {name}{BUNDLE_SUFFIX}{api}{more}"))
             };
@@ -271,10 +278,49 @@ pub fn is_signature_asset(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD as B64;
 
-    use super::names_digest;
+    use super::{ReleasePolicy, Resolved, names_digest};
+    use crate::api::{KeyRef, KeySource, VerifySpec};
+    use crate::source::verify::sign::KeySigner;
+    use crate::source::verify::{FailureReason, sha256_of};
+
+    /// An attestation store that fails (another key's) does not hide a signed SHA256SUMS that
+    /// vouches for the asset; without SHA256SUMS its failure is what is reported.
+    #[tokio::test]
+    async fn a_failing_attestation_falls_back_to_a_signed_sha256sums() {
+        let ours = KeySigner::generate().unwrap();
+        let signer = KeySigner::from_pem(&ours.private_pem).unwrap();
+        let stranger = KeySigner::from_pem(&KeySigner::generate().unwrap().private_pem).unwrap();
+        let key = KeySource { secret_ref: Some(KeyRef { name: "k".into(), key: None }), ..Default::default() };
+        let spec = VerifySpec { key: Some(key), ignore_transparency_log: true, ..Default::default() };
+        let resolved = Resolved { key_pem: Some(ours.public_pem.clone()), trusted_root: None };
+        let policy = ReleasePolicy::new(&spec, &resolved).unwrap();
+
+        let asset = sha256_of(b"the class").to_hex();
+        let sums_text = format!("{asset}  class.tgz\n");
+        let sums_digest = sha256_of(sums_text.as_bytes());
+        let assets = BTreeMap::from([("class.tgz".to_string(), asset.clone())]);
+        let listed = BTreeMap::from([("class.tgz".to_string(), asset.clone())]);
+        let sums_bundle = signer.bundle_for_digest(&sums_digest).unwrap().into_bytes();
+        let theirs =
+            stranger.bundle_for_digest(&crate::source::verify::digest_from_hex(&asset).unwrap()).unwrap().into_bytes();
+        let attested = |_: String| {
+            let theirs = theirs.clone();
+            async move { Ok::<_, std::convert::Infallible>(Some(vec![theirs])) }
+        };
+        let sums_hex = sums_digest.to_hex();
+        let own = |name: &str| (name == "SHA256SUMS.sigstore.json").then(|| sums_bundle.clone());
+        let verified = policy.check_bundles(&assets, Some((&sums_hex, &listed)), own, attested).await.unwrap();
+        assert_eq!(verified.unwrap().signer, "key");
+
+        let failure = policy.check_bundles(&assets, None, |_| None, attested).await.unwrap().unwrap_err();
+        assert_eq!(failure.reason, FailureReason::WrongIdentity, "{failure}");
+        assert!(failure.message.starts_with("class.tgz: no attestation of sha256:"), "{failure}");
+    }
 
     #[test]
     fn a_bundle_names_the_digest_of_its_message_or_of_each_subject() {
