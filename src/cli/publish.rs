@@ -51,10 +51,10 @@ pub struct PublishArgs {
     pub sign: bool,
     /// The signing key: an unencrypted PKCS#8 PEM ECDSA P-256 key (`clusterstack keygen`). No
     /// transparency log is written to (air-gapped): verifiers set `ignoreTransparencyLog: true`.
-    #[arg(long, value_name = "FILE", conflicts_with = "identity_token")]
+    #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// Keyless signing: the OIDC identity token (a JWT) Fulcio certifies. Default: the CI's
-    /// ambient token, when there is one.
+    /// ambient token, when there is one. Not used with `--key`.
     #[arg(long, env = "SIGSTORE_ID_TOKEN", value_name = "JWT", hide_env_values = true)]
     pub identity_token: Option<String>,
     /// Keyless signing: the Fulcio that issues the certificate.
@@ -140,25 +140,23 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
     let base = oci::registry_base_url(host, &options.insecure);
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(NoProgress) };
-    let signer = match args.sign {
-        true => {
-            let signer = Signing::new(&args).await?;
-            // The bundles are files of the release, pushed with it.
-            let count = signer.sign_dir(&args.release_dir).await?;
-            match &signer {
-                Signing::Key(_) => eprintln!("signed {count} file(s) of {}", args.release_dir.display()),
-                Signing::Keyless(k) => eprintln!(
-                    "signed {count} file(s) of {} as {} ({}), logged to {}",
-                    args.release_dir.display(),
-                    k.identity(),
-                    k.issuer(),
-                    args.rekor_url
-                ),
-            }
-            Some(signer)
+    let mut signer = None;
+    if args.sign {
+        let signing = Signing::new(&args).await?;
+        // The bundles are files of the release, pushed with it.
+        let count = signing.sign_dir(&args.release_dir).await?;
+        match &signing {
+            Signing::Key(_) => eprintln!("signed {count} file(s) of {}", args.release_dir.display()),
+            Signing::Keyless(k) => eprintln!(
+                "signed {count} file(s) of {} as {} ({}), logged to {}",
+                args.release_dir.display(),
+                k.identity(),
+                k.issuer(),
+                args.rekor_url
+            ),
         }
-        false => None,
-    };
+        signer = Some(signing);
+    }
     let digest = oci::publish_as(
         &client,
         host,
