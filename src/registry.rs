@@ -334,6 +334,9 @@ impl RegistryClient {
     /// A client with these settings. Call `clusterstack::install_crypto_provider()` first.
     pub fn new(config: RegistryConfig) -> Result<Self, String> {
         let http = reqwest::Client::builder()
+            // Blobs as served, whatever decoders another crate enables: their digest is of these bytes.
+            .no_gzip()
+            .no_deflate()
             .timeout(config.request_timeout)
             .user_agent(concat!("clusterstack/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -2,13 +2,20 @@
 //! `docker-registry`): a key pair from `clusterstack keygen`, a release published signed (a bundle
 //! per file, pushed with it, and a cosign signature where cosign looks: the tag
 //! `sha256-<manifest hex>.sig`), what was signed verified with our verifier, and pulls under a
-//! policy: the signed release passes, another key and an unsigned release are refused.
+//! policy: the signed release passes, another key and an unsigned release are refused. And keyless:
+//! `publish --sign --identity-token` against a Fulcio and a Rekor of our own (127.0.0.1), what it
+//! signed verified under that instance's trusted root and the token's identity, refused under
+//! another identity or another root; and in a GitHub Actions job, with the job's own token.
 
 #[path = "support/registry.rs"]
 mod registry;
+#[path = "support/sigstore.rs"]
+mod sigstore;
 
 use std::path::Path;
 use std::process::{Command, Output};
+
+use axum::response::IntoResponse;
 
 use clusterstack::source::verify::cosign::{self, SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
 use registry::Registry;
@@ -152,4 +159,179 @@ async fn publish_sign_then_pull_with_a_policy() {
         .unwrap();
     ok(&pull(TAG, &pubkey, "cache3"));
     assert!(fails(&pull("docker-ferrol-1-27-v2", &pubkey, "cache3")).contains("SignatureMissing"));
+}
+
+/// Keyless: a certificate from the fake Fulcio for the token's identity, every signature logged in
+/// the fake Rekor, then verified by `verify-bundle` and by `pull` under a policy pinning the
+/// identity and the fake instance's trusted root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_sign_keyless_then_verify_and_pull_under_the_identity() {
+    clusterstack::install_crypto_provider();
+    let Some(registry) = Registry::start("publish_sign_keyless_then_verify_and_pull_under_the_identity") else {
+        return;
+    };
+    let fake = sigstore::FakeSigstore::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let w = |p: &str| work.path().join(p).display().to_string();
+    std::fs::write(w("trusted_root.json"), fake.trusted_root()).unwrap();
+    let issuer = "https://issuer.example.test";
+    let token = sigstore::token(issuer, serde_json::json!({"email": "release@example.test", "email_verified": true}));
+
+    let repo = format!("oci://{}/keyless", registry.host());
+    let dir = release_copy(work.path(), TAG);
+    let dir_s = dir.display().to_string();
+    let publish = |dir: &str, extra: &[&str]| {
+        let mut args = vec!["publish", "--sign", "--fulcio-url", fake.url(), "--rekor-url", fake.url()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[dir, &repo]);
+        Command::new(env!("CARGO_BIN_EXE_clusterstack"))
+            .args(&args)
+            // No token but the flag's: not the environment's, not a CI's ambient one.
+            .env_remove("SIGSTORE_ID_TOKEN")
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("GITLAB_CI")
+            .env_remove("BUILDKITE")
+            .env_remove("CIRCLECI")
+            .output()
+            .expect("run clusterstack")
+    };
+    let refused = fails(&publish(&dir_s, &[]));
+    assert!(refused.contains("--identity-token"), "no token, no keyless signing: {refused}");
+    let published = ok(&publish(&dir_s, &["--identity-token", &token]));
+    assert!(published.contains("as release@example.test"), "{published}");
+    // Seven files and the manifest's cosign signature: eight certificates, eight log entries.
+    assert_eq!(fake.issued(), vec!["release@example.test"; 8]);
+    assert_eq!(fake.log_size(), 8);
+
+    // The bundles: v0.3, a certificate, a log entry with its inclusion proof and checkpoint.
+    let bundle = format!("{dir_s}/metadata.yaml.sigstore.json");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    assert_eq!(json["mediaType"], "application/vnd.dev.sigstore.bundle.v0.3+json");
+    assert!(json["verificationMaterial"]["certificate"]["rawBytes"].is_string(), "{json}");
+    let entry = &json["verificationMaterial"]["tlogEntries"][0];
+    assert!(entry["inclusionProof"]["checkpoint"]["envelope"].is_string(), "{json}");
+    assert!(entry["inclusionPromise"]["signedEntryTimestamp"].is_string(), "{json}");
+
+    // Our verifier: the token's identity under the fake's root passes; anything else does not.
+    let metadata = format!("{dir_s}/metadata.yaml");
+    let verify = |identity: &str, issuer: &str, root: Option<&str>, artifact: &str| {
+        let mut args = vec!["verify-bundle", "--bundle", &bundle, "--certificate-identity", identity];
+        args.extend_from_slice(&["--certificate-oidc-issuer", issuer]);
+        if let Some(root) = root {
+            args.extend_from_slice(&["--trusted-root", root]);
+        }
+        args.push(artifact);
+        clusterstack(&args)
+    };
+    let root = w("trusted_root.json");
+    ok(&verify("release@example.test", issuer, Some(&root), &metadata));
+    let wrong = fails(&verify("mallory@example.test", issuer, Some(&root), &metadata));
+    assert!(wrong.contains("WrongIdentity"), "{wrong}");
+    let wrong = fails(&verify("release@example.test", "https://other-issuer.test", Some(&root), &metadata));
+    assert!(wrong.contains("WrongIdentity"), "{wrong}");
+    let unknown = fails(&verify("release@example.test", issuer, None, &metadata));
+    assert!(unknown.contains("UnknownRoot"), "the public-good root does not know the fake CA: {unknown}");
+    let swapped = fails(&verify("release@example.test", issuer, Some(&root), &format!("{dir_s}/hashes.json")));
+    assert!(swapped.contains("ArtifactMismatch"), "{swapped}");
+
+    // Pull under a policy pinning the identity and the instance: both kinds of signature.
+    let policy = w("policy.yaml");
+    let write_policy = |subject: &str| {
+        let text = format!(
+            "kind: both\nidentity: {{subject: {subject}, issuer: \"{issuer}\"}}\n\
+             trustedRoot: {{configMapRef: {{name: sigstore-root}}}}\n"
+        );
+        std::fs::write(&policy, text).unwrap();
+    };
+    let pull = |cache: &str| {
+        clusterstack(&[
+            "pull",
+            TAG,
+            "--source",
+            &repo,
+            "--cache",
+            &w(cache),
+            "--verify-policy",
+            &policy,
+            "--verify-trusted-root",
+            &root,
+        ])
+    };
+    write_policy("release@example.test");
+    let pulled = ok(&pull("cache"));
+    assert!(pulled.contains("signed    by release@example.test"), "{pulled}");
+    write_policy("mallory@example.test");
+    let refused = fails(&pull("cache2"));
+    assert!(refused.contains("WrongIdentity"), "{refused}");
+    assert!(!work.path().join("cache2").join(format!("oci/{}/keyless/{TAG}", registry.host())).exists());
+
+    // In a GitHub Actions job with `id-token: write`: no flag, the job's own token, asked for the
+    // audience `sigstore` with the request token, names the workflow.
+    let actions = sigstore::token(
+        "https://token.actions.githubusercontent.com",
+        serde_json::json!({
+            "sub": "repo:acme/stacks:ref:refs/tags/v1", "repository": "acme/stacks", "ref": "refs/tags/v1",
+            "job_workflow_ref": "acme/stacks/.github/workflows/release.yml@refs/tags/v1",
+        }),
+    );
+    let token_service = axum::Router::new().route(
+        "/token",
+        axum::routing::get(move |headers: axum::http::HeaderMap, query: axum::extract::RawQuery| async move {
+            let authorized = headers.get("authorization").is_some_and(|v| v == "Bearer request-secret");
+            let audience = query.0.is_some_and(|q| q.split('&').any(|p| p == "audience=sigstore"));
+            match authorized && audience {
+                true => axum::Json(serde_json::json!({"value": actions})).into_response(),
+                false => axum::http::StatusCode::FORBIDDEN.into_response(),
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let token_url = format!("http://{}/token?api-version=2.0", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, token_service).await });
+    let actions_dir = release_copy(&work.path().join("actions"), TAG);
+    let actions_repo = format!("oci://{}/actions", registry.host());
+    let published = ok(&Command::new(env!("CARGO_BIN_EXE_clusterstack"))
+        .args(["publish", "--sign", "--fulcio-url", fake.url(), "--rekor-url", fake.url()])
+        .args([&actions_dir.display().to_string(), &actions_repo])
+        .env_remove("SIGSTORE_ID_TOKEN")
+        .env("GITHUB_ACTIONS", "true")
+        .env("ACTIONS_ID_TOKEN_REQUEST_URL", &token_url)
+        .env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-secret")
+        .output()
+        .expect("run clusterstack"));
+    let workflow = "https://github.com/acme/stacks/.github/workflows/release.yml@refs/tags/v1";
+    assert!(published.contains("as repo:acme/stacks:ref:refs/tags/v1"), "the job's token was used: {published}");
+    std::fs::write(
+        &policy,
+        "kind: both\nidentity: {repository: acme/stacks, workflow: .github/workflows/release.yml, ref: 'refs/tags/v*'}\n\
+         trustedRoot: {configMapRef: {name: sigstore-root}}\n",
+    )
+    .unwrap();
+    let pulled = ok(&clusterstack(&[
+        "pull",
+        TAG,
+        "--source",
+        &actions_repo,
+        "--cache",
+        &w("cache3"),
+        "--verify-policy",
+        &policy,
+        "--verify-trusted-root",
+        &root,
+    ]));
+    assert!(pulled.contains(&format!("signed    by {workflow}")), "{pulled}");
+    // The first release was signed by release@example.test: not this workflow.
+    let refused = fails(&clusterstack(&[
+        "pull",
+        TAG,
+        "--source",
+        &repo,
+        "--cache",
+        &w("cache4"),
+        "--verify-policy",
+        &policy,
+        "--verify-trusted-root",
+        &root,
+    ]));
+    assert!(refused.contains("WrongIdentity"), "{refused}");
 }

@@ -421,3 +421,40 @@ async fn the_token_never_shows() {
         assert!(!text.contains(SECRET) && !text.contains("TopSecret"), "token leaked in: {text}");
     }
 }
+
+#[tokio::test]
+async fn attestations_are_read_page_by_page_with_the_token_and_none_is_an_empty_list() {
+    let fake = FakeGitHub::start().await;
+    fake.add_repository("o", "r");
+    fake.set_max_per_page(2);
+    let digest = "ab".repeat(32);
+    let subjects = [format!("sha256:{digest}")];
+    for n in 0..3 {
+        fake.add_attestation("o", "r", &subjects, serde_json::json!({"n": n}));
+    }
+    let source = client_for(&fake, false).repository("o", "r");
+    let bundles = source.fetch_attestations(&digest).await.expect("attestations");
+    let seen: Vec<serde_json::Value> = bundles.iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
+    assert_eq!(seen, vec![serde_json::json!({"n": 2}), serde_json::json!({"n": 1}), serde_json::json!({"n": 0})]);
+    let requests = fake.requests_to(Route::Attestations);
+    assert_eq!(requests.len(), 2, "two pages: {requests:?}");
+    assert!(requests[0].uri.starts_with(&format!("/repos/o/r/attestations/sha256:{digest}?")), "{requests:?}");
+    assert!(requests.iter().all(|r| r.authorization.as_deref() == Some(&format!("Bearer {SECRET}")[..])));
+    assert!(requests.iter().all(|r| r.api_version.as_deref() == Some("2022-11-28")));
+
+    // No attestation of a digest: GitHub answers 404, which is "none".
+    assert!(source.fetch_attestations(&"cd".repeat(32)).await.expect("404 is no attestation").is_empty());
+    // Server errors are retried as listings are.
+    fake.fail_next(Route::Attestations, 502, 2);
+    assert_eq!(source.fetch_attestations(&digest).await.expect("retried").len(), 3);
+    // An exhausted rate limit is the source's RateLimited, and nothing more is sent until reset.
+    fake.exhaust_rate_limit_until(jiff::Timestamp::now().as_second() + 3600);
+    let error = source.fetch_attestations(&digest).await.unwrap_err();
+    assert!(matches!(error, SourceError::RateLimited { .. }), "{error}");
+    let before = fake.count(Route::Attestations);
+    assert!(matches!(source.fetch_attestations(&digest).await, Err(SourceError::RateLimited { .. })));
+    assert_eq!(fake.count(Route::Attestations), before, "nothing sent while the limit is exhausted");
+    // Not a digest: refused before any request.
+    assert!(source.fetch_attestations("../releases").await.is_err());
+    assert_eq!(fake.count(Route::Attestations), before);
+}

@@ -171,3 +171,62 @@ fn a_policy_names_the_repository_workflow_and_ref_that_signed() {
     let policy = ReleasePolicy::new(&spec, &Resolved::default()).unwrap();
     assert_eq!(policy.trust.verify(&bundle, &other).unwrap_err().reason, FailureReason::ArtifactMismatch);
 }
+
+/// A release checked with its bundles from an attestation store (what GitHub's attestations API
+/// serves for a public repository: a DSSE in-toto attestation by the public-good instance): the
+/// suite's `happy-path-intoto-in-dsse-v3` attests `a.txt`. Among several attestations one that
+/// satisfies the policy is enough; when none does, the most telling failure is reported; none at
+/// all is `SignatureMissing`, naming the store.
+#[tokio::test]
+async fn a_release_is_covered_by_an_attestation_from_the_store() {
+    use std::collections::BTreeMap;
+
+    use clusterstack::api::{VerifyIdentity, VerifySpec};
+    use clusterstack::source::verify::FailureReason;
+    use clusterstack::source::verify::policy::{ReleasePolicy, Resolved};
+    let Some(suite) = require_suite() else { return };
+    let cases = suite.join("test/assets/bundle-verify");
+    let read = |case: &str| std::fs::read(cases.join(case).join("bundle.sigstore.json")).unwrap();
+    let attestation = read("happy-path-intoto-in-dsse-v3");
+    let broken = read("dsse-invalid-sig_fail");
+    let artifact = std::fs::read(cases.join("a.txt")).unwrap();
+    let sha256 = clusterstack::source::verify::sha256_of(&artifact).to_hex();
+    let assets = BTreeMap::from([("a.txt".to_string(), sha256.clone())]);
+    let policy = |repository: &str| {
+        let identity = VerifyIdentity {
+            repository: Some(repository.into()),
+            workflow: Some(".github/workflows/extremely-dangerous-oidc-beacon.yml".into()),
+            ..Default::default()
+        };
+        ReleasePolicy::new(&VerifySpec { identity: Some(identity), ..Default::default() }, &Resolved::default())
+            .unwrap()
+    };
+    let right = policy("sigstore-conformance/extremely-dangerous-public-oidc-beacon");
+    let asked = std::sync::Mutex::new(Vec::new());
+    let check = async |policy: &ReleasePolicy, store: Option<Vec<Vec<u8>>>| {
+        let attested = |digest: String| {
+            asked.lock().unwrap().push(digest);
+            let store = store.clone();
+            async move { Ok::<_, std::convert::Infallible>(store) }
+        };
+        policy.check_bundles(&assets, None, |_| None, attested).await.unwrap()
+    };
+
+    let verified = check(&right, Some(vec![broken.clone(), attestation.clone()])).await.expect("one verifies");
+    assert!(verified.signer.ends_with("extremely-dangerous-oidc-beacon.yml@refs/heads/main"), "{verified:?}");
+    assert_eq!(asked.lock().unwrap().as_slice(), std::slice::from_ref(&sha256), "asked for the asset's digest");
+
+    let wrong = policy("sigstore-conformance/other");
+    let failure = check(&wrong, Some(vec![broken.clone(), attestation])).await.unwrap_err();
+    assert_eq!(failure.reason, FailureReason::WrongIdentity, "{failure}");
+    assert!(failure.message.contains(&format!("no attestation of sha256:{sha256} verifies")), "{failure}");
+
+    let failure = check(&right, Some(vec![broken])).await.unwrap_err();
+    assert_eq!(failure.reason, FailureReason::BadProof, "{failure}");
+    let failure = check(&right, Some(Vec::new())).await.unwrap_err();
+    assert_eq!(failure.reason, FailureReason::SignatureMissing, "{failure}");
+    assert!(failure.message.contains("no attestation of sha256:"), "{failure}");
+    let failure = check(&right, None).await.unwrap_err();
+    assert_eq!(failure.reason, FailureReason::SignatureMissing, "{failure}");
+    assert!(!failure.message.contains("attestation"), "a source without a store: {failure}");
+}

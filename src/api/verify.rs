@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 pub enum VerifyKind {
     /// A Sigstore bundle for every release asset: a GitHub artifact attestation (`actions/attest`)
     /// or `cosign sign-blob --bundle`, published as the asset `<asset>.sigstore.json` (an OCI
-    /// release: a file of the artifact so named).
+    /// release: a file of the artifact so named), or, for a GitHub source, held by GitHub's
+    /// attestations API for the asset's digest.
     #[default]
     GithubAttestation,
     /// A cosign signature of the release's OCI manifest, where cosign keeps it (the tag

@@ -15,7 +15,8 @@ use super::source_args::SourceCliError;
 use crate::registry::RegistryClient;
 use crate::source::oci::{self, OciOptions};
 use crate::source::verify::cosign;
-use crate::source::verify::sign::{KeySigner, sign_release_dir};
+use crate::source::verify::keyless::{self, KeylessSigner};
+use crate::source::verify::sign::{KeySigner, sign_release_dir, sign_release_dir_keyless};
 use crate::source::{NoProgress, Progress, SourceError, SourceSpec};
 
 #[derive(Debug, clap::Args)]
@@ -44,13 +45,75 @@ pub struct PublishArgs {
     pub artifact_type: oci::ArtifactForm,
     /// Sign what is published: a Sigstore bundle `<file>.sigstore.json` for every file (pushed
     /// with the release), and a cosign signature of the release's manifest where cosign looks
-    /// (the tag `sha256-<digest>.sig`). Needs `--key`.
-    #[arg(long, requires = "key")]
+    /// (the tag `sha256-<digest>.sig`). With `--key`, signed by that key; otherwise keyless, with
+    /// an OIDC token (`--identity-token`, or the CI's own: GitHub Actions with `id-token: write`).
+    #[arg(long)]
     pub sign: bool,
     /// The signing key: an unencrypted PKCS#8 PEM ECDSA P-256 key (`clusterstack keygen`). No
     /// transparency log is written to (air-gapped): verifiers set `ignoreTransparencyLog: true`.
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// Keyless signing: the OIDC identity token (a JWT) Fulcio certifies. Default: the CI's
+    /// ambient token, when there is one. Not used with `--key`.
+    #[arg(long, env = "SIGSTORE_ID_TOKEN", value_name = "JWT", hide_env_values = true)]
+    pub identity_token: Option<String>,
+    /// Keyless signing: the Fulcio that issues the certificate.
+    #[arg(long, value_name = "URL", default_value = keyless::PUBLIC_GOOD_FULCIO)]
+    pub fulcio_url: String,
+    /// Keyless signing: the Rekor (v1 API) that logs the signatures.
+    #[arg(long, value_name = "URL", default_value = keyless::PUBLIC_GOOD_REKOR)]
+    pub rekor_url: String,
+}
+
+/// Who signs: a key, or Fulcio's certificate for an OIDC identity.
+enum Signing {
+    Key(KeySigner),
+    Keyless(Box<KeylessSigner>),
+}
+
+impl Signing {
+    async fn new(args: &PublishArgs) -> Result<Self, SourceCliError> {
+        if let Some(path) = &args.key {
+            let pem =
+                std::fs::read_to_string(path).map_err(|e| SourceCliError::Usage(format!("{}: {e}", path.display())))?;
+            let signer =
+                KeySigner::from_pem(&pem).map_err(|e| SourceCliError::Usage(format!("{}: {e}", path.display())))?;
+            return Ok(Signing::Key(signer));
+        }
+        let token = match &args.identity_token {
+            Some(token) => token.clone(),
+            None => KeylessSigner::ambient_token().await.map_err(SourceCliError::Usage)?.ok_or_else(|| {
+                SourceCliError::Usage(
+                    "--sign needs --key, or an OIDC token for keyless signing (--identity-token, \
+                     SIGSTORE_ID_TOKEN, or a CI job allowed to ask for one)"
+                        .into(),
+                )
+            })?,
+        };
+        let signer = KeylessSigner::new(&token, &args.fulcio_url, &args.rekor_url).map_err(SourceCliError::Usage)?;
+        Ok(Signing::Keyless(Box::new(signer)))
+    }
+
+    /// Writes the bundles of every file of the release directory.
+    async fn sign_dir(&self, dir: &std::path::Path) -> Result<usize, SourceCliError> {
+        let written = match self {
+            Signing::Key(signer) => sign_release_dir(dir, signer),
+            Signing::Keyless(signer) => sign_release_dir_keyless(dir, signer).await,
+        };
+        written.map(|w| w.len()).map_err(SourceCliError::Output)
+    }
+
+    /// The cosign signature layer of `payload`.
+    async fn cosign_layer(&self, payload: Vec<u8>) -> Result<cosign::SignatureLayer, SourceCliError> {
+        let annotations = match self {
+            Signing::Key(signer) => cosign::keyed_annotations(signer, &payload),
+            Signing::Keyless(signer) => match signer.sign_payload(&payload).await {
+                Ok(bundle) => keyless::cosign_annotations(&bundle),
+                Err(e) => Err(e),
+            },
+        };
+        Ok(cosign::SignatureLayer { payload, annotations: annotations.map_err(SourceCliError::Output)? })
+    }
 }
 
 pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
@@ -77,19 +140,23 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
     let base = oci::registry_base_url(host, &options.insecure);
     let progress: Box<dyn Progress> =
         if std::io::stderr().is_terminal() { Box::new(BarProgress::default()) } else { Box::new(NoProgress) };
-    let signer = match (&args.sign, &args.key) {
-        (true, Some(path)) => {
-            let pem =
-                std::fs::read_to_string(path).map_err(|e| SourceCliError::Usage(format!("{}: {e}", path.display())))?;
-            let signer =
-                KeySigner::from_pem(&pem).map_err(|e| SourceCliError::Usage(format!("{}: {e}", path.display())))?;
-            // The bundles are files of the release, pushed with it.
-            let written = sign_release_dir(&args.release_dir, &signer).map_err(SourceCliError::Output)?;
-            eprintln!("signed {} file(s) of {}", written.len(), args.release_dir.display());
-            Some(signer)
+    let mut signer = None;
+    if args.sign {
+        let signing = Signing::new(&args).await?;
+        // The bundles are files of the release, pushed with it.
+        let count = signing.sign_dir(&args.release_dir).await?;
+        match &signing {
+            Signing::Key(_) => eprintln!("signed {count} file(s) of {}", args.release_dir.display()),
+            Signing::Keyless(k) => eprintln!(
+                "signed {count} file(s) of {} as {} ({}), logged to {}",
+                args.release_dir.display(),
+                k.identity(),
+                k.issuer(),
+                args.rekor_url
+            ),
         }
-        _ => None,
-    };
+        signer = Some(signing);
+    }
     let digest = oci::publish_as(
         &client,
         host,
@@ -104,8 +171,7 @@ pub async fn run(args: PublishArgs) -> Result<(), SourceCliError> {
     println!("{spec}:{tag}@{digest}");
     if let Some(signer) = signer {
         let payload = cosign::payload(&format!("{host}/{repository}"), &digest);
-        let annotations = cosign::keyed_annotations(&signer, &payload).map_err(SourceCliError::Output)?;
-        let layer = cosign::SignatureLayer { payload, annotations };
+        let layer = signer.cosign_layer(payload).await?;
         let sig_tag = oci::push_cosign_signatures(&client, host, repository, &base, &digest, &[layer]).await?;
         println!("{spec}:{sig_tag}");
     }

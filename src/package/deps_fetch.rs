@@ -116,6 +116,10 @@ fn lenient_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::E
 
 fn http_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
+        // Chart archives as served (their digests are of these bytes), whatever decoders another
+        // crate enables.
+        .no_gzip()
+        .no_deflate()
         .timeout(TIMEOUT)
         .user_agent(concat!("clusterstack/", env!("CARGO_PKG_VERSION")))
         .build()

@@ -231,6 +231,16 @@ pub trait ReleaseSource: Send + Sync + fmt::Debug {
     ) -> impl Future<Output = Result<Option<oci::CosignSignatures>, SourceError>> + Send {
         async { Ok(None) }
     }
+
+    /// The attestation bundles the source's attestation store holds for the artifact whose
+    /// sha256 is `sha256_hex` (GitHub's attestations API); `None` for a source without such a
+    /// store (directories, OCI registries), `Some(empty)` when it holds none.
+    fn attestations(
+        &self,
+        _sha256_hex: &str,
+    ) -> impl Future<Output = Result<Option<Vec<Vec<u8>>>, SourceError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// Either kind of source, as opened from a [`SourceSpec`].
@@ -349,6 +359,13 @@ impl ReleaseSource for AnySource {
     async fn cosign_signatures(&self, release: &ListedRelease) -> Result<Option<oci::CosignSignatures>, SourceError> {
         match self {
             AnySource::Oci(s) | AnySource::OciScoped { source: s, .. } => s.cosign_signatures(release).await.map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    async fn attestations(&self, sha256_hex: &str) -> Result<Option<Vec<Vec<u8>>>, SourceError> {
+        match self {
+            AnySource::GitHub(s) | AnySource::GitHubScoped { source: s, .. } => s.attestations(sha256_hex).await,
             _ => Ok(None),
         }
     }

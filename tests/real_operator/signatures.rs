@@ -2,18 +2,23 @@
 //! managed key from a Secret, no transparency log: `publish --sign --key`'s air-gapped form), each
 //! following release v1 of the in-memory sample from a directory of its own: signed with the
 //! policy's key, unsigned, signed with another key, and signed then its cluster-class tarball
-//! swapped (its `SHA256SUMS` made to agree, as an attacker with write access would). Only the
-//! first is applied; each other is refused with its reason and an Event, and nothing of it is
-//! ever written (the audit log shows every request the operator made).
+//! swapped (its `SHA256SUMS` made to agree, as an attacker with write access would). And a fifth
+//! with a keyless policy (a GitHub Actions workflow of acme/stacks, the trusted root of a Sigstore
+//! of our own from a ConfigMap) whose release carries valid certificates of that instance for a
+//! workflow of another repository. Only the first is applied; each other is refused with its
+//! reason and an Event, and nothing of it is ever written (the audit log shows every request the
+//! operator made).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
-use clusterstack::source::verify::sign::{KeySigner, sign_release_dir};
+use clusterstack::source::verify::keyless::KeylessSigner;
+use clusterstack::source::verify::sign::{KeySigner, sign_release_dir, sign_release_dir_keyless};
 use serde_json::{Value, json};
 
 use super::support::real::{RealCluster, WAIT, wait_until};
+use super::support::sigstore::{FakeSigstore, token};
 use super::{CS, V1, condition, release};
 
 const CLASS_TGZ: &str = "inmemory-ferrol-1-35-cluster-class-v1.tgz";
@@ -77,6 +82,22 @@ pub async fn only_a_release_signed_by_the_policys_key_is_applied(c: Arc<RealClus
         .collect();
     std::fs::write(release_dir.join("SHA256SUMS"), sums).expect("SHA256SUMS");
 
+    // Valid certificates of the policy's instance, for the same workflow file and tag of another
+    // repository.
+    let sigstore = FakeSigstore::start().await;
+    let claims = json!({
+        "sub": "repo:evil/stacks:ref:refs/tags/v1", "repository": "evil/stacks", "ref": "refs/tags/v1",
+        "job_workflow_ref": "evil/stacks/.github/workflows/release.yml@refs/tags/v1",
+    });
+    let impostor = KeylessSigner::new(
+        &token("https://token.actions.githubusercontent.com", claims),
+        sigstore.url(),
+        sigstore.url(),
+    )
+    .expect("a keyless signer");
+    let other_identity = release_copy(&root, "other-identity");
+    sign_release_dir_keyless(&other_identity.join(V1), &impostor).await.expect("signed keyless");
+
     let args = vec![
         format!("--default-source=dir:{}", signed.display()),
         format!("--allowed-directory-roots={}", root.display()),
@@ -84,15 +105,32 @@ pub async fn only_a_release_signed_by_the_policys_key_is_applied(c: Arc<RealClus
     let _op = c.operator("signatures", &args);
     let key = base64::engine::general_purpose::STANDARD.encode(signer.public_key_pem());
     let mut namespaces = Vec::new();
-    for (name, dir) in [("signed", &signed), ("unsigned", &unsigned), ("other-key", &other_key), ("swapped", &swapped)]
-    {
+    let stacks = [
+        ("signed", &signed),
+        ("unsigned", &unsigned),
+        ("other-key", &other_key),
+        ("swapped", &swapped),
+        ("other-identity", &other_identity),
+    ];
+    for (name, dir) in stacks {
         let ns = c.namespace(name).await;
         k.apply(
             &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "release-signing", "namespace": ns},
                         "data": {"cosign.pub": key}}),
         )
         .await;
-        k.apply(&stack(&ns, dir)).await;
+        let mut body = stack(&ns, dir);
+        if name == "other-identity" {
+            k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "sigstore-root", "namespace": ns},
+                            "data": {"trusted_root.json": sigstore.trusted_root()}}))
+                .await;
+            body["spec"]["verify"] = json!({
+                "identity": {"repository": "acme/stacks", "workflow": ".github/workflows/release.yml", "ref": "refs/tags/v*"},
+                "trustedRoot": {"configMapRef": {"name": "sigstore-root"}},
+            });
+        }
+        k.apply(&body).await;
         namespaces.push((name, ns));
     }
     let ready = |ns: String| {
@@ -114,6 +152,7 @@ pub async fn only_a_release_signed_by_the_policys_key_is_applied(c: Arc<RealClus
         ("SignatureMissing", ".sigstore.json"),
         ("WrongIdentity", "key"),
         ("ArtifactMismatch", CLASS_TGZ),
+        ("WrongIdentity", "https://github.com/evil/stacks"),
     ]) {
         let (_, _, message) = wait_until(&format!("{name} refused with {reason}"), WAIT, || async {
             ready(ns.clone()).await.filter(|(s, r, _)| s == "False" && r == reason)

@@ -32,6 +32,8 @@ pub enum Route {
     Asset,
     /// `GET /download/{id}` on the storage host.
     Storage,
+    /// `GET /repos/{owner}/{repo}/attestations/{subject_digest}`
+    Attestations,
 }
 
 /// One request as the fake saw it.
@@ -133,6 +135,8 @@ struct State {
     max_per_page: usize,
     redirect_downloads: bool,
     truncate_downloads: bool,
+    /// Attestation bundles by repository and subject digest (`sha256:<hex>`), oldest first.
+    attestations: HashMap<(String, String, String), Vec<serde_json::Value>>,
 }
 
 /// The running fake; its servers stop when it is dropped.
@@ -169,10 +173,12 @@ impl FakeGitHub {
             max_per_page: 100,
             redirect_downloads: false,
             truncate_downloads: false,
+            attestations: HashMap::new(),
         }));
         let api_app = Router::new()
             .route("/repos/{owner}/{repo}/releases", get(releases))
             .route("/repos/{owner}/{repo}/releases/assets/{id}", get(asset))
+            .route("/repos/{owner}/{repo}/attestations/{digest}", get(attestations))
             .with_state(state.clone());
         let storage_app = Router::new().route("/download/{id}", get(storage_download)).with_state(state.clone());
         let tasks = vec![
@@ -266,6 +272,16 @@ impl FakeGitHub {
             }
         }
         false
+    }
+
+    /// Stores an attestation (a Sigstore bundle) in a repository for each of the artifact
+    /// digests it names (`sha256:<hex>`), as GitHub's attestations API stores one per subject.
+    pub fn add_attestation(&self, owner: &str, repo: &str, subjects: &[String], bundle: serde_json::Value) {
+        let mut state = self.state();
+        for subject in subjects {
+            let key = (owner.to_string(), repo.to_string(), subject.clone());
+            state.attestations.entry(key).or_default().push(bundle.clone());
+        }
     }
 
     /// Every request so far, in arrival order.
@@ -554,4 +570,45 @@ async fn storage_download(
         Some(asset) => serve_bytes(asset.content, state.truncate_downloads),
         None => (StatusCode::NOT_FOUND, "no such blob").into_response(),
     }
+}
+
+/// `GET /repos/{owner}/{repo}/attestations/{subject_digest}` as GitHub answers it (API version
+/// 2022-11-28): the bundles inlined, newest first, paged with `Link: rel="next"`; `404` when none.
+async fn attestations(
+    AxumState(state): AxumState<Arc<Mutex<State>>>,
+    Path((owner, repo, digest)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/repos/{owner}/{repo}/attestations/{digest}");
+    let uri = match &query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.clone(),
+    };
+    let (answer, latency) = intercept(&state, Route::Attestations, uri, &headers);
+    tokio::time::sleep(latency).await;
+    if let Some(answer) = answer {
+        return answer;
+    }
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let rate = rate_headers(&mut state, true);
+    let mut all = state.attestations.get(&(owner, repo, digest)).cloned().unwrap_or_default();
+    if all.is_empty() {
+        return (StatusCode::NOT_FOUND, rate, r#"{"message":"Not Found"}"#).into_response();
+    }
+    all.reverse();
+    let per_page = query_param(&query, "per_page").unwrap_or(30).clamp(1, state.max_per_page);
+    let page = query_param(&query, "page").unwrap_or(1).max(1);
+    let items: Vec<serde_json::Value> = all
+        .iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .map(|bundle| serde_json::json!({"bundle": bundle, "repository_id": 1, "bundle_url": "https://storage.invalid/x"}))
+        .collect();
+    let mut response = (StatusCode::OK, rate, axum::Json(serde_json::json!({"attestations": items}))).into_response();
+    if all.len() > page * per_page {
+        let link = format!("<{}{path}?per_page={per_page}&page={}>; rel=\"next\"", state.api_url, page + 1);
+        response.headers_mut().insert(header::LINK, HeaderValue::from_str(&link).expect("a header"));
+    }
+    response
 }

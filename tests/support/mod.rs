@@ -13,4 +13,5 @@ pub use apiserver::{ApiServer, RequestMatch, RequestRecord};
 pub mod fixtures;
 pub mod operator;
 pub mod real;
+pub mod sigstore;
 pub mod topology;

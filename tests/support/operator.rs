@@ -214,6 +214,11 @@ pub async fn wait_for(what: &str, check: impl FnMut() -> bool) {
 /// Publishes `releases/<tag>/` on the fake GitHub as a release of `acme/stacks`, every file an
 /// asset; returns the assets' ids.
 pub fn publish(fake: &FakeGitHub, tag: &str) -> Vec<u64> {
+    publish_to(fake, "acme", "stacks", tag)
+}
+
+/// [`publish`] to the repository `owner/repo`.
+pub fn publish_to(fake: &FakeGitHub, owner: &str, repo: &str, tag: &str) -> Vec<u64> {
     let mut release = FakeRelease::new(tag);
     let mut files: Vec<_> = std::fs::read_dir(releases_dir().join(tag)).unwrap().map(|f| f.unwrap().path()).collect();
     files.sort();
@@ -221,5 +226,5 @@ pub fn publish(fake: &FakeGitHub, tag: &str) -> Vec<u64> {
         let name = f.file_name().unwrap().to_str().unwrap().to_string();
         release = release.asset(FakeAsset::new(&name, std::fs::read(&f).unwrap()));
     }
-    fake.add_release("acme", "stacks", release)
+    fake.add_release(owner, repo, release)
 }

@@ -104,7 +104,10 @@ pub(super) async fn check_signatures(
             }
             std::fs::read(dir.join(name)).ok()
         };
-        verified = Some(policy.check_bundles(&content, sums, read).map_err(failed)?);
+        // Assets without a bundle of their own are looked up in the source's attestation store
+        // (GitHub's attestations API); its errors (rate limit, 5xx, 401) are the source's.
+        let attested = |sha256: String| async move { source.attestations(&sha256).await };
+        verified = Some(policy.check_bundles(&content, sums, read, attested).await?.map_err(failed)?);
     }
     if policy.wants_cosign() {
         let found = source.cosign_signatures(release).await?.ok_or_else(|| {

@@ -6,6 +6,7 @@
 //! the limit is exhausted). Assets are streamed to disk while hashed, following the storage
 //! redirect by hand so the token never leaves the API host.
 
+mod attestations;
 mod source;
 mod wire;
 
@@ -231,6 +232,10 @@ impl GitHubClient {
             _ => None,
         };
         let http = reqwest::Client::builder()
+            // Bytes as served: an asset stored with `Content-Encoding: gzip` is still the asset
+            // whose digest GitHub announced (sigstore-sign's dependencies enable reqwest's decoders).
+            .no_gzip()
+            .no_deflate()
             // Redirects are followed by hand, so `Authorization` goes to the API host only.
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(options.connect_timeout)

@@ -84,6 +84,10 @@ impl ReleaseSource for GitHubSource {
         shared.await.map_err(|e| duplicate(&e))
     }
 
+    async fn attestations(&self, sha256_hex: &str) -> Result<Option<Vec<Vec<u8>>>, SourceError> {
+        self.fetch_attestations(sha256_hex).await.map(Some)
+    }
+
     async fn download(
         &self,
         release: &ListedRelease,

@@ -11,13 +11,15 @@
 //! - [`Trust::verify`]: one bundle against one artifact digest; a [`Failure`] says what failed in
 //!   the words a `Ready=False` reason uses ([`FailureReason`]).
 //! - [`policy`]: the policy of a `ClusterStack` (`spec.verify`) turned into a [`Trust`], and the
-//!   check of a whole release ([`policy::check_release`]).
-//! - [`sign`]: the other side, what `publish --sign` writes; [`cosign`]: signatures in an OCI
-//!   registry where cosign keeps them.
+//!   check of a whole release's bundles ([`policy::ReleasePolicy::check_bundles`]), from its
+//!   assets or its source's attestation store (GitHub's attestations API).
+//! - [`sign`]: the other side, what `publish --sign` writes with a key, [`keyless`] with an OIDC
+//!   token (Fulcio and Rekor); [`cosign`]: signatures in an OCI registry where cosign keeps them.
 
 pub mod cosign;
 pub mod crypto;
 pub mod identity;
+pub mod keyless;
 pub mod policy;
 pub mod roots;
 pub mod sign;
@@ -174,12 +176,23 @@ impl Trust {
         digest: &Sha256Hash,
         bytes: Option<&[u8]>,
     ) -> Result<Verified, Failure> {
+        let verifier = Verifier::new(root.root())
+            .map_err(|e| Failure::new(FailureReason::UnknownRoot, format!("trusted root {}: {e}", root.name())))?;
+        self.verify_in(root, &verifier, bundle, digest, bytes).map_err(|f| unknown_log(f, root, bundle))
+    }
+
+    fn verify_in(
+        &self,
+        root: &TrustRoot,
+        verifier: &Verifier,
+        bundle: &Bundle,
+        digest: &Sha256Hash,
+        bytes: Option<&[u8]>,
+    ) -> Result<Verified, Failure> {
         let artifact = || match bytes {
             Some(bytes) => Artifact::from_blob(bytes),
             None => Artifact::from_digest(*digest),
         };
-        let verifier = Verifier::new(root.root())
-            .map_err(|e| Failure::new(FailureReason::UnknownRoot, format!("trusted root {}: {e}", root.name())))?;
         match &self.signer {
             Signer::Key { key, require_tlog: false } if is_bare(bundle) => {
                 verify_bare(key, bundle, digest, bytes)?;
@@ -218,6 +231,22 @@ impl Trust {
             }
         }
     }
+}
+
+/// A proof that failed because the bundle's transparency log is not one `root` knows (a bundle of
+/// another Sigstore instance) is an unknown root, not a bad proof. Only the reason of a failure is
+/// changed here, never whether it fails.
+fn unknown_log(failure: Failure, root: &TrustRoot, bundle: &Bundle) -> Failure {
+    let entries = &bundle.verification_material.tlog_entries;
+    let known = |entry: &sigstore_verify::types::TransparencyLogEntry| {
+        root.root().tlogs.iter().any(|log| log.log_id.key_id == entry.log_id.key_id)
+    };
+    if failure.reason == FailureReason::BadProof && !entries.is_empty() && !entries.iter().any(known) {
+        let message =
+            format!("the bundle's transparency log is not in trusted root {} ({})", root.name(), failure.message);
+        return Failure::new(FailureReason::UnknownRoot, message);
+    }
+    failure
 }
 
 /// Refuses, before any cryptography, a bundle that names another artifact: a message signature

@@ -88,6 +88,28 @@ impl KeySigner {
 /// `<file>.sigstore.json` beside each; existing bundles are replaced, never signed themselves.
 /// Returns the bundles written, sorted.
 pub fn sign_release_dir(dir: &std::path::Path, signer: &KeySigner) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut written = Vec::new();
+    for (name, digest) in signable_files(dir)? {
+        written.push(write_bundle(dir, &name, &signer.bundle_for_digest(&digest)?)?);
+    }
+    Ok(written)
+}
+
+/// [`sign_release_dir`] with keyless signatures: a Fulcio certificate and a Rekor entry per file.
+pub async fn sign_release_dir_keyless(
+    dir: &std::path::Path,
+    signer: &super::keyless::KeylessSigner,
+) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut written = Vec::new();
+    for (name, digest) in signable_files(dir)? {
+        let bundle = signer.bundle_for_digest(&digest).await.map_err(|e| format!("{name}: {e}"))?;
+        written.push(write_bundle(dir, &name, &bundle)?);
+    }
+    Ok(written)
+}
+
+/// The files of a release directory to sign (not the bundles), sorted, with their sha256.
+fn signable_files(dir: &std::path::Path) -> Result<Vec<(String, Sha256Hash)>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut names = Vec::new();
     for entry in entries {
@@ -98,15 +120,18 @@ pub fn sign_release_dir(dir: &std::path::Path, signer: &KeySigner) -> Result<Vec
         }
     }
     names.sort();
-    let mut written = Vec::new();
+    let mut files = Vec::with_capacity(names.len());
     for name in names {
         let path = dir.join(&name);
         let (_, hex) = crate::source::cache::hash_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let digest = super::digest_from_hex(&hex).map_err(|e| e.to_string())?;
-        let bundle = signer.bundle_for_digest(&digest)?;
-        let out = dir.join(format!("{name}{}", super::BUNDLE_SUFFIX));
-        std::fs::write(&out, bundle).map_err(|e| format!("{}: {e}", out.display()))?;
-        written.push(out);
+        files.push((name, digest));
     }
-    Ok(written)
+    Ok(files)
+}
+
+fn write_bundle(dir: &std::path::Path, name: &str, bundle: &str) -> Result<std::path::PathBuf, String> {
+    let out = dir.join(format!("{name}{}", super::BUNDLE_SUFFIX));
+    std::fs::write(&out, bundle).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(out)
 }
