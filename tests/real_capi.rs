@@ -261,8 +261,9 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
     })
     .await;
     k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
-    drop(op);
+    // With the operator still running: our finalizers need it.
     c.drop_namespace(&ns).await;
+    drop(op);
 }
 
 /// A v1beta1 Cluster (while CAPI serves v1beta1) goes through CAPI's conversion webhook: stored as

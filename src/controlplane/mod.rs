@@ -519,6 +519,7 @@ pub struct ExtraApiServer {
     process: Process,
     server: String,
     kubeconfig: String,
+    kubeconfig_path: PathBuf,
 }
 
 impl ExtraApiServer {
@@ -530,6 +531,11 @@ impl ExtraApiServer {
     /// An admin kubeconfig of it (YAML).
     pub fn kubeconfig(&self) -> &str {
         &self.kubeconfig
+    }
+
+    /// Where its admin kubeconfig is written (in the control plane's state directory).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
     }
 
     /// Its log file.
@@ -590,7 +596,7 @@ impl ControlPlane {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let process = lock(&slot).take().ok_or_else(|| ControlPlaneError::Api("the process is gone".into()))?;
-        Ok(ExtraApiServer { process, server, kubeconfig: text })
+        Ok(ExtraApiServer { process, server, kubeconfig: text, kubeconfig_path: path })
     }
 }
 
