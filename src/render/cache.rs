@@ -141,7 +141,13 @@ mod tests {
     use super::*;
 
     fn chart(name: &str) -> Arc<RenderedChart> {
-        Arc::new(RenderedChart { name: name.into(), objects: Vec::new(), unaccepted: Vec::new(), texts: Vec::new() })
+        Arc::new(RenderedChart {
+            name: name.into(),
+            objects: Vec::new(),
+            unaccepted: Vec::new(),
+            texts: Vec::new(),
+            json: Vec::new(),
+        })
     }
 
     #[test]

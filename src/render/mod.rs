@@ -107,6 +107,9 @@ pub struct RenderContext {
     /// `clusterstack render`, which prints them as helm does), building only the head of each
     /// object (`apiVersion`, `kind`, `metadata`); applying needs whole objects and no text.
     pub keep_text: bool,
+    /// Keep each object of a Helm chart whole as JSON only, in [`RenderedChart::json`], with only
+    /// its head in `objects` (the render worker, which sends the objects to its parent as JSON).
+    pub keep_json: bool,
 }
 
 impl RenderContext {
@@ -123,6 +126,7 @@ impl RenderContext {
             release_values: None,
             keep_unaccepted: false,
             keep_text: false,
+            keep_json: false,
         }
     }
 
@@ -225,7 +229,7 @@ impl RenderError {
 }
 
 /// A rendered chart: its name and its objects in apply order.
-#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RenderedChart {
     /// `name` of `Chart.yaml`; for addons the addon's name.
     pub name: String,
@@ -237,8 +241,33 @@ pub struct RenderedChart {
     /// The documents of `objects` then of `unaccepted`, in their order, as helm prints them (Helm
     /// charts with [`RenderContext::keep_text`] only, whose `objects` then hold only their head;
     /// else empty).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub texts: Vec<DocumentText>,
+    /// Each object of `objects` whole as JSON, in their order (Helm charts rendered with
+    /// [`RenderContext::keep_json`], the render worker's, whose `objects` then hold only their
+    /// head; else empty): written in place of `objects` when the chart is serialised, so that the
+    /// worker's reply reads back into the whole objects.
+    #[serde(skip)]
+    pub json: Vec<Box<serde_json::value::RawValue>>,
+}
+
+impl serde::Serialize for RenderedChart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let texts = !self.texts.is_empty();
+        let mut out = s.serialize_struct("RenderedChart", 3 + usize::from(texts))?;
+        out.serialize_field("name", &self.name)?;
+        if self.json.is_empty() {
+            out.serialize_field("objects", &self.objects)?;
+        } else {
+            out.serialize_field("objects", &self.json)?;
+        }
+        out.serialize_field("unaccepted", &self.unaccepted)?;
+        if texts {
+            out.serialize_field("texts", &self.texts)?;
+        }
+        out.end()
+    }
 }
 
 /// A rendered document's text and the template that wrote it, as `helm template` prints them.
@@ -417,7 +446,12 @@ fn render_helm_with(
         ..gotmpl::ExecLimits::default()
     };
     opts.values = values;
-    objects::helm_objects(chart, &opts, true, ctx.keep_text, env)
+    let form = match (ctx.keep_text, ctx.keep_json) {
+        (true, _) => objects::Form::Text,
+        (false, true) => objects::Form::Json,
+        (false, false) => objects::Form::Objects,
+    };
+    objects::helm_objects(chart, &opts, true, form, env)
 }
 
 /// The values an addon's Helm chart is rendered with for the Cluster of `ctx`: its values
@@ -460,7 +494,8 @@ pub fn render_helm_release(
 ) -> Result<RenderedChart, RenderError> {
     let mut chart = helm_render::load_chart(chart_path)?;
     chart.label = chart_path.display().to_string();
-    Ok(objects::helm_objects(chart, opts, skip_tests, false, &mut helm_render::RenderEnv::seeded(opts.seed))?.0)
+    let mut env = helm_render::RenderEnv::seeded(opts.seed);
+    Ok(objects::helm_objects(chart, opts, skip_tests, objects::Form::Objects, &mut env)?.0)
 }
 
 /// Renders the ecosystem's addon values file (`overwrite.yaml`, `cluster-addon-values.yaml`)

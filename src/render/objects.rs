@@ -305,14 +305,48 @@ struct Read {
     read: Result<serde_json::Value, String>,
     /// Its text, when kept.
     text: Option<String>,
+    /// The whole document as JSON, when asked for ([`Form::Json`]; `read` is then its head).
+    json: Option<Box<serde_json::value::RawValue>>,
     size: usize,
+}
+
+/// What the render of a Helm chart keeps of each document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Form {
+    /// The whole object (applying in process).
+    Objects,
+    /// The object's head and the document's text as helm prints it (`clusterstack render`).
+    Text,
+    /// The object's head and the whole document as JSON (the render worker's reply): written on
+    /// the thread that read the document, whose tree is then let go, so that a large chart's
+    /// objects are never all held as trees at once (kube-prometheus-stack's CRDs take about
+    /// 12 MB so) and are not written out one after the other at the end.
+    Json,
+}
+
+/// The keys of a document that the checks, the order and the duplicate check read.
+const HEAD_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// A document read whole, cut to its head and written as JSON when it is a mapping (anything
+/// else is kept as read: it is an error or a document no API server accepts).
+fn read_json(text: &str) -> (Result<serde_json::Value, String>, Option<Box<serde_json::value::RawValue>>) {
+    match helm_render::yaml_to_json(text) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            // Writing a value read from YAML cannot fail: its keys are strings, its numbers finite.
+            let json = serde_json::value::to_raw_value(&map).ok();
+            map.retain(|k, _| HEAD_KEYS.contains(&k.as_str()));
+            (Ok(serde_json::Value::Object(map)), json)
+        }
+        other => (other, None),
+    }
 }
 
 /// A Helm chart rendered with `opts` (in `env`, which then says whether the render drew on
 /// randomness) into its objects in apply order, and the size of the documents they were read
-/// from; `skip_tests` leaves `helm test` hooks out. `keep_text` keeps each document's text for
+/// from; `skip_tests` leaves `helm test` hooks out. [`Form::Text`] keeps each document's text for
 /// printing, and then builds only each object's head (what printing, ordering and the checks
 /// need), as `helm template` does: every document is still read whole and checked.
+/// [`Form::Json`] builds only the heads too and keeps each object whole as JSON.
 ///
 /// Reading is most of a large chart's cost (kube-prometheus-stack's CRDs alone are 4.5 MB of
 /// YAML) and each document stands alone: documents are read on other threads as soon as the
@@ -322,16 +356,19 @@ pub(super) fn helm_objects(
     chart: helm_render::Chart,
     opts: &helm_render::HelmOptions,
     skip_tests: bool,
-    keep_text: bool,
+    form: Form,
     env: &mut helm_render::RenderEnv,
 ) -> Result<(RenderedChart, usize), RenderError> {
     // Each document is read as helm's release manifest gives it to the API server
     // (`---\n# Source: NAME\nDOCUMENT\n`): its text as `render_chart_each` gives it ends with that
     // line break, so a block scalar that ends a document keeps its final line break, and a kept
     // one (`|+`) its trailing blank lines. Printing needs only each document's head.
-    let read_printed = |text: &str| -> Result<serde_json::Value, String> {
-        if keep_text { helm_render::yaml_head(text) } else { helm_render::yaml_to_json(text) }
+    let read_printed = |text: &str| match form {
+        Form::Objects => (helm_render::yaml_to_json(text), None),
+        Form::Text => (helm_render::yaml_head(text), None),
+        Form::Json => read_json(text),
     };
+    let keep_text = form == Form::Text;
     let (name, chart_label) = (chart.metadata.name.clone(), chart.label.clone());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     let (tx, rx) = std::sync::mpsc::channel::<(helm_render::ManifestOrder, helm_render::HelmManifest)>();
@@ -348,10 +385,10 @@ pub(super) fn helm_objects(
                         if skip_tests && test {
                             continue;
                         }
-                        let read = read_printed(&m.content);
+                        let (read, json) = read_printed(&m.content);
                         let size = m.content.len();
                         let text = keep_text.then_some(m.content);
-                        out.push(Read { order, source: m.source, read, text, size });
+                        out.push(Read { order, source: m.source, read, text, json, size });
                     }
                     out
                 })
@@ -372,9 +409,10 @@ pub(super) fn helm_objects(
     let bytes = read.iter().map(|r| r.size).sum::<usize>();
     let (mut objects, mut sources, mut unaccepted, mut texts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut unaccepted_texts = Vec::new();
+    let mut json = Vec::new();
     // Documents per template, for `document N` in messages.
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for Read { source, read, text, .. } in read {
+    for Read { source, read, text, json: whole, .. } in read {
         let inner = source.split_once('/').map(|(_, rest)| rest).unwrap_or(&source);
         let label = format!("{chart_label}/{inner}");
         let count = counts.entry(label.clone()).or_default();
@@ -386,6 +424,7 @@ pub(super) fn helm_objects(
                 objects.push(*object);
                 sources.push(label);
                 texts.extend(text);
+                json.extend(whole);
             }
             HelmDocument::Unaccepted(document) => {
                 unaccepted.push(document);
@@ -394,15 +433,28 @@ pub(super) fn helm_objects(
         }
     }
     check_duplicates(&objects, &sources)?;
-    if keep_text {
-        let mut pairs: Vec<(DynamicObject, DocumentText)> = objects.into_iter().zip(texts).collect();
-        crate::apply::sort_for_apply_by(&mut pairs, |(object, _)| object);
-        (objects, texts) = pairs.into_iter().unzip();
-        texts.extend(unaccepted_texts);
-    } else {
-        crate::apply::sort_for_apply(&mut objects);
+    match form {
+        Form::Text => {
+            let mut pairs: Vec<(DynamicObject, DocumentText)> = objects.into_iter().zip(texts).collect();
+            crate::apply::sort_for_apply_by(&mut pairs, |(object, _)| object);
+            (objects, texts) = pairs.into_iter().unzip();
+            texts.extend(unaccepted_texts);
+        }
+        Form::Json => {
+            // Every object was read from a mapping, which `read_json` writes out.
+            if json.len() != objects.len() {
+                return Err(RenderError::Chart {
+                    chart: chart_label,
+                    message: "an object was read without its JSON (a bug)".into(),
+                });
+            }
+            let mut pairs: Vec<_> = objects.into_iter().zip(json).collect();
+            crate::apply::sort_for_apply_by(&mut pairs, |(object, _)| object);
+            (objects, json) = pairs.into_iter().unzip();
+        }
+        Form::Objects => crate::apply::sort_for_apply(&mut objects),
     }
-    Ok((RenderedChart { name, objects, unaccepted, texts }, bytes))
+    Ok((RenderedChart { name, objects, unaccepted, texts, json }, bytes))
 }
 
 #[cfg(test)]

@@ -457,3 +457,40 @@ fn helm_documents_are_read_as_go_yaml_and_non_objects_are_named() {
     let err = render_chart(&chart_dir, &ctx.clone().keeping_unaccepted()).unwrap_err();
     assert!(matches!(err, RenderError::InvalidObject { index: 1, .. }), "{err}");
 }
+
+/// The render worker's form (each object kept whole as JSON, only its head as an object) reads
+/// back, as the parent reads the worker's reply, into the very objects an in-process render gives,
+/// in the same order: metadata written in any way `ObjectMeta` reads (nulls, empty maps, a
+/// timestamp), numbers, YAML 1.1 scalars, text needing escapes, `crds/` files.
+#[test]
+fn objects_kept_as_json_read_back_into_the_same_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(
+        &dir.path().join("cni"),
+        &[
+            ("Chart.yaml", "apiVersion: v2\nname: cni\nversion: v2\n"),
+            ("overwrite.yaml", "values: |\n  name: {{ .Cluster.metadata.name }}\n"),
+            (
+                "crds/crd.yaml",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.example.com\nspec:\n  group: example.com\n  versions: [{name: v1, served: true, storage: true}]\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: others.example.com\n",
+            ),
+            (
+                "templates/objects.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n  labels: null\n  annotations: {}\n  creationTimestamp: null\ndata:\n  text: \"tab\\there \\\"quoted\\\" \\u00e9 \\U0001F600\"\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: ns\n  labels: {a: b}\nspec:\n  replicas: 3\n  ratio: 0.25\n  big: 12345678901234567890\n  negative: -7\n  mode: 0755\n  flag: on\n  empty: ~\n  list: [1, two, {three: 3}]\n---\n# only a comment\n",
+            ),
+        ],
+    );
+    let ctx = ctx().with_cluster(wl_cluster()).with_kube_version("v1.30.4");
+    let whole = render_addons(dir.path(), &ctx).unwrap();
+    let mut json_ctx = ctx.clone();
+    json_ctx.keep_json = true;
+    let kept = render_addons(dir.path(), &json_ctx).unwrap();
+    assert_eq!(kept[0].json.len(), 4);
+    assert!(kept[0].objects.iter().all(|o| o.data.as_object().is_some_and(|m| m.is_empty())), "heads only");
+    let read: Vec<RenderedChart> = serde_json::from_slice(&serde_json::to_vec(&kept).unwrap()).unwrap();
+    assert_eq!(read[0].objects.len(), 4);
+    assert_eq!(serde_json::to_value(&whole).unwrap(), serde_json::to_value(&read).unwrap());
+    let names: Vec<_> = read[0].objects.iter().map(|o| o.metadata.name.clone().unwrap()).collect();
+    assert_eq!(names, ["others.example.com", "things.example.com", "wl-1", "d"]);
+    assert_eq!(read[0].objects[3].data["spec"]["mode"], 493);
+}

@@ -318,6 +318,7 @@ fn describe_exit(config: &SandboxConfig, status: std::process::ExitStatus, stder
 /// [`Reply`] to stdout. Runs before any runtime or logging is set up.
 pub fn serve() -> std::process::ExitCode {
     use std::io::{Read as _, Write as _};
+    helm_render::render_once_then_exit();
     let mut input = Vec::new();
     if std::io::stdin().read_to_end(&mut input).is_err() {
         return std::process::ExitCode::FAILURE;
@@ -336,6 +337,7 @@ pub fn serve() -> std::process::ExitCode {
                 // The operator applies what the worker renders: never keep what no API server accepts.
                 keep_unaccepted: false,
                 keep_text: false,
+                keep_json: false,
             };
             ctx.limits.max_output_bytes = r.max_output_bytes;
             match r.addons {
@@ -343,6 +345,8 @@ pub fn serve() -> std::process::ExitCode {
                     ctx.cluster = Some(job.cluster);
                     ctx.addon_values = job.addon_values;
                     ctx.release_values = job.release_values;
+                    // The objects go to the parent as JSON: each written as it is read.
+                    ctx.keep_json = true;
                     let reuse: std::collections::HashSet<(String, String)> = job.reuse.into_iter().collect();
                     let offered = |key: &str, values: &str| reuse.contains(&(key.to_string(), values.to_string()));
                     match render_addons_reusing(&r.chart_dir, &ctx, &offered) {
@@ -358,10 +362,15 @@ pub fn serve() -> std::process::ExitCode {
         }
         Err(e) => Reply::Failed(format!("unreadable request: {e}")),
     };
-    let Ok(bytes) = serde_json::to_vec(&reply) else { return std::process::ExitCode::FAILURE };
-    let mut out = std::io::stdout().lock();
-    if out.write_all(&bytes).and_then(|()| out.flush()).is_err() {
-        return std::process::ExitCode::FAILURE;
+    // Written as it is serialised, not gathered first: a large chart's reply is megabytes.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = serde_json::to_writer(&mut out, &reply).map_err(std::io::Error::from).and_then(|()| out.flush());
+    drop(out);
+    // The process ends now and the parent reads until it has: freeing every object first
+    // (a tenth of a large chart's render) would only keep it waiting.
+    std::mem::forget(reply);
+    match written {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
     }
-    std::process::ExitCode::SUCCESS
 }

@@ -119,6 +119,17 @@ struct Renderable {
     renders: bool,
 }
 
+/// Set by [`render_once_then_exit`].
+static RENDER_ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Declares this process one render long (the operator's render worker, which exits as soon as it
+/// has written its reply): a render's syntax trees are then left for the process's end to free,
+/// instead of being freed on a thread of their own that takes a core from the render's last
+/// steps.
+pub fn render_once_then_exit() {
+    RENDER_ONCE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A file of a chart's `crds/` directory (or a subchart's), which `helm template
 /// --include-crds` prints whole and unread.
 #[derive(Debug, Clone)]
@@ -166,8 +177,9 @@ pub fn render_chart_each(
     let sink = std::cell::RefCell::new(sink);
     // The first document (in helm's order) whose head helm cannot read, which fails the render.
     let mut unreadable: Option<(ManifestOrder, String)> = None;
-    let mut crds_ready = |crds: &[CrdFile]| {
-        for (crd, file) in crds.iter().enumerate() {
+    // Each file is let go once split into its documents, which the sink lets go once read.
+    let mut crds_ready = |crds: Vec<CrdFile>| {
+        for (crd, file) in crds.into_iter().enumerate() {
             for (document, doc) in printed::crd_documents(&crate::lossy_text(&file.data)).into_iter().enumerate() {
                 let order = ManifestOrder { template: false, crd, name: String::new(), document };
                 (sink.borrow_mut())(order, HelmManifest { source: file.path.clone(), content: doc, hook: None });
@@ -226,18 +238,20 @@ pub fn render_templates(
     opts: &HelmOptions,
     sink: &mut dyn FnMut(String, String),
 ) -> Result<Vec<CrdFile>, HelmError> {
-    render_templates_in(chart, opts, sink, &mut RenderEnv::seeded(opts.seed), &mut |_| {})
+    let mut crds = Vec::new();
+    render_templates_in(chart, opts, sink, &mut RenderEnv::seeded(opts.seed), &mut |files| crds = files)?;
+    Ok(crds)
 }
 
 /// [`render_templates`] in `env`, giving the `crds/` files to `crds_ready` as soon as they are
-/// known (before any template runs).
+/// known (before any template is parsed).
 fn render_templates_in(
     chart: &Chart,
     opts: &HelmOptions,
     sink: &mut dyn FnMut(String, String),
     env: &mut RenderEnv,
-    crds_ready: &mut dyn FnMut(&[CrdFile]),
-) -> Result<Vec<CrdFile>, HelmError> {
+    crds_ready: &mut dyn FnMut(Vec<CrdFile>),
+) -> Result<(), HelmError> {
     let label = chart.label.clone();
     let bad = |message: String| HelmError::Chart { chart: label.clone(), message };
     let user = match &opts.values {
@@ -275,22 +289,27 @@ fn render_templates_in(
         let (da, db) = (a.name.matches('/').count(), b.name.matches('/').count());
         db.cmp(&da).then_with(|| b.name.cmp(&a.name))
     });
+    // The `crds/` files go out before the templates are parsed (a large chart's parse is a
+    // quarter of its render), so that a caller reading them on other threads starts at once. A
+    // failure to collect them is reported after the parse, as before: a template that does not
+    // parse is still the error a chart with both gets.
+    let mut crds = Vec::new();
+    let collected = if opts.include_crds { collect_crds(&chart, &chart.metadata.name, &mut crds) } else { Ok(()) };
+    if collected.is_ok() && opts.include_crds {
+        crds_ready(crds);
+    }
     let funcs = helmfuncs::helm_func_map();
     let mut set = Templates::new();
     for r in &renderables {
         let text = crate::lossy_text(&r.text);
         set.add(&r.name, &text, &funcs).map_err(|e| template_error(&label, &e))?;
     }
+    collected?;
     let exec = ExecOptions {
         missing_key: MissingKey::Zero,
         limits: opts.limits,
         map_methods: Some(objects::values_methods(typed)),
     };
-    let mut crds = Vec::new();
-    if opts.include_crds {
-        collect_crds(&chart, &chart.metadata.name, &mut crds)?;
-        crds_ready(&crds);
-    }
     let mut total = 0usize;
     for r in &renderables {
         let base = r.name.rsplit('/').next().unwrap_or(&r.name);
@@ -329,8 +348,12 @@ fn render_templates_in(
     }
     // Freeing a large chart's syntax trees is a tenth of its render (kube-prometheus-stack: 29 M
     // of 288 M instructions): done on the side, after the caller has its output.
-    let _ = std::thread::Builder::new().name("drop-templates".into()).spawn(move || drop(set));
-    Ok(crds)
+    if RENDER_ONCE.load(std::sync::atomic::Ordering::Relaxed) {
+        std::mem::forget(set);
+    } else {
+        let _ = std::thread::Builder::new().name("drop-templates".into()).spawn(move || drop(set));
+    }
+    Ok(())
 }
 
 /// What every chart's data shares.
@@ -393,7 +416,7 @@ fn collect_crds(chart: &Chart, full_path: &str, out: &mut Vec<CrdFile>) -> Resul
         if !["yaml", "yml", "json"].contains(&ext.as_str()) {
             continue;
         }
-        let data = f.data().map_err(|message| HelmError::Chart { chart: chart.label.clone(), message })?;
+        let data = f.data_uncached().map_err(|message| HelmError::Chart { chart: chart.label.clone(), message })?;
         out.push(CrdFile { path: format!("{full_path}/{}", f.name), data });
     }
     for dep in &chart.dependencies {

@@ -78,6 +78,17 @@ impl DataFile {
                 .map_err(|e| format!("{}: {e}", self.name)),
         }
     }
+
+    /// Its bytes as [`Self::data`] gives them, but not kept when they were not read before: for
+    /// a file a render reads once and lets go (the `crds/` files, 4.5 MB in kube-prometheus-stack).
+    pub fn data_uncached(&self) -> Result<Arc<[u8]>, String> {
+        match &self.content {
+            Content::OnDisk(disk) if disk.read.get().is_none() => {
+                read_bounded(&disk.path).map(Arc::from).map_err(|e| format!("{}: {e}", self.name))
+            }
+            _ => self.data(),
+        }
+    }
 }
 
 /// Opens a chart file without following a link in its last component: a file swapped for a
