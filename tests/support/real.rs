@@ -526,17 +526,15 @@ pub fn run_scenarios(
 /// it moves the process into a network namespace of its own (loopback only) before any thread
 /// starts, since Cluster API's servers listen on every interface.
 pub fn run_capi_scenarios(binary: &str, scenarios: &[Scenario], timeout: Duration) -> std::process::ExitCode {
-    if !std::env::args().any(|a| a == "--list") {
-        if let Err(e) = clusterstack::controlplane::netns::isolate() {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!(
-                    "{binary}: cannot isolate the network: {e} (Cluster API's servers would listen on every interface)"
-                );
-            }
-            eprintln!(
-                "\n*** {binary}: no network namespace ({e}): Cluster API's webhook and CAPD's servers listen on every interface of this machine ***\n"
-            );
+    if !std::env::args().any(|a| a == "--list")
+        && let Err(e) = clusterstack::controlplane::netns::isolate()
+    {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{binary}: cannot isolate the network: {e} (Cluster API's servers would listen on every interface)");
         }
+        eprintln!(
+            "\n*** {binary}: no network namespace ({e}): Cluster API's webhook and CAPD's servers listen on every interface of this machine ***\n"
+        );
     }
     run(binary, scenarios, timeout, None, true)
 }

@@ -187,7 +187,7 @@ async fn serve_operator(
     // take no server-side apply (CAPI keeps its kubeconfig Secret for itself).
     let mut workloads = Vec::new();
     if let Some(h) = &hooks {
-        setup::apply(&client, &[h.extension_config.clone()]).await?;
+        setup::apply(&client, std::slice::from_ref(&h.extension_config)).await?;
         let (objects, started) = workload_clusters(cp, std::mem::take(&mut examples.objects)).await?;
         examples.objects = objects;
         workloads = started;
