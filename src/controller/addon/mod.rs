@@ -493,4 +493,30 @@ mod tests {
         deleting.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         assert!(wants(Some(&base), &deleting));
     }
+
+    #[test]
+    fn the_upgrade_is_finished_only_once_capi_observed_it_and_reconciled_the_topology() {
+        let reconciled = |s: &str| json!([{"type": "TopologyReconciled", "status": s, "reason": "ClusterUpgrading"}]);
+        let done = cluster(3, json!({}), json!({"observedGeneration": 3, "conditions": reconciled("True")}));
+        assert_eq!(upgrade_finished(&done), Ok(()));
+        // The spec moved, CAPI has not looked yet: the old True does not count.
+        let unseen = cluster(4, json!({}), json!({"observedGeneration": 3, "conditions": reconciled("True")}));
+        assert!(upgrade_finished(&unseen).unwrap_err().contains("observedGeneration 3"));
+        let upgrading = cluster(4, json!({}), json!({"observedGeneration": 4, "conditions": reconciled("False")}));
+        let why = upgrade_finished(&upgrading).unwrap_err();
+        assert!(why.contains("TopologyReconciled is False") && why.contains("ClusterUpgrading"), "{why}");
+        let silent = cluster(4, json!({}), json!({"observedGeneration": 4}));
+        assert!(upgrade_finished(&silent).unwrap_err().contains("not reported"));
+    }
+
+    #[test]
+    fn addons_go_through_the_annotated_secret_else_capis() {
+        use std::collections::BTreeMap;
+        let mut annotations = BTreeMap::new();
+        assert_eq!(workload::addon_kubeconfig_secret("edge", &annotations), "edge-kubeconfig");
+        annotations.insert(workload::KUBECONFIG_SECRET_ANNOTATION.to_string(), " ".to_string());
+        assert_eq!(workload::addon_kubeconfig_secret("edge", &annotations), "edge-kubeconfig", "blank: CAPI's");
+        annotations.insert(workload::KUBECONFIG_SECRET_ANNOTATION.to_string(), "edge-addons".to_string());
+        assert_eq!(workload::addon_kubeconfig_secret("edge", &annotations), "edge-addons");
+    }
 }
