@@ -312,10 +312,68 @@ async fn a_v1beta1_cluster_is_converted_and_provisioned(c: Arc<RealCluster>) {
     c.drop_namespace(&ns).await;
 }
 
+/// A ClusterStackRollout moves a provisioned Cluster to v2: the operator changes the class name
+/// only, real CAPI's webhooks accept the move and its topology controller rebases the Cluster on
+/// the new class; the rollout succeeds on CAPI's own conditions and the addons follow.
+async fn a_rollout_moves_a_cluster_and_capi_rebases_it(c: Arc<RealCluster>) {
+    let k = c.admin().await;
+    let ns = c.namespace("capi-rollout").await;
+    let hooks = hooks(&c, "rollout");
+    let op = c.operator("rollout", &hooks.args);
+    register(&k, &format!("clusterstack-{ns}"), &ns, &hooks).await;
+    k.apply(&stack(&ns, &["v1", "v2"])).await;
+    for tag in [V1, V2] {
+        wait_until(&format!("{tag} ready"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
+            (r["status"]["ready"] == true).then_some(())
+        })
+        .await;
+    }
+    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
+    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-addons", "namespace": ns},
+                    "data": {"value": encoded}}))
+        .await;
+    k.apply(&cluster(&ns, "edge", V1, "v1.35.0", "edge-addons")).await;
+    wait_until("the ClusterAddon Ready on v1", SLOW, || async {
+        let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
+        (a["status"]["ready"] == true && a["status"]["release"] == V1).then_some(())
+    })
+    .await;
+
+    k.apply(&json!({"apiVersion": CS, "kind": "ClusterStackRollout", "metadata": {"name": "ferrol", "namespace": ns},
+                    "spec": {"clusterStackRef": {"name": "ferrol"}, "target": "v2", "progressDeadline": "5m"}}))
+        .await;
+    let rollout = wait_until("the rollout Succeeded", SLOW, || async {
+        let r = k.get(CS, "ClusterStackRollout", Some(&ns), "ferrol").await?;
+        (r["status"]["phase"] == "Succeeded").then_some(r)
+    })
+    .await;
+    assert_eq!(rollout["status"]["target"], V2, "{rollout:#}");
+    let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await.expect("the Cluster");
+    assert_eq!(cl["spec"]["topology"]["classRef"]["name"], V2, "{cl:#}");
+    assert!(cl["status"]["observedGeneration"].as_i64() >= cl["metadata"]["generation"].as_i64(), "{cl:#}");
+    let reconciled = condition(&cl, "TopologyReconciled").expect("TopologyReconciled");
+    assert_eq!(reconciled["status"], "True", "CAPI rebased the topology on v2: {cl:#}");
+    let addon = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await.expect("the ClusterAddon");
+    assert_eq!(addon["status"]["release"], V2, "{addon:#}");
+    assert_eq!(addon["status"]["ready"], true, "{addon:#}");
+
+    k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
+    wait_until("the Cluster deleted by CAPI", SLOW, || async {
+        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
+    })
+    .await;
+    k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
+    c.drop_namespace(&ns).await;
+    drop(op);
+}
+
 fn main() -> std::process::ExitCode {
     let all = support::real::scenarios![
         a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_held_for_them,
         a_v1beta1_cluster_is_converted_and_provisioned,
+        a_rollout_moves_a_cluster_and_capi_rebases_it,
     ];
     run_capi_scenarios("real_capi", &all, Duration::from_secs(600))
 }
