@@ -170,7 +170,7 @@ fn a_rollout_shows_its_waves_first_moves_and_incompatible_clusters() {
     assert!(text.contains("(moves first)"), "{text}");
     assert!(text.contains("wave rest (2 Clusters, 2 at once)"), "{text}");
     assert!(
-        text.contains("team-b/legacy") && text.contains("INCOMPATIBLE: variable \"workerCount\" is required"),
+        text.contains("team-b/legacy") && text.contains("INCOMPATIBLE: docker-ferrol-1-27-v1 to docker-ferrol-1-27-v3: Cluster API would refuse it: spec.topology.variables: required variable \"workerCount\" must be set"),
         "{text}"
     );
 }

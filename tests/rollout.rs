@@ -380,9 +380,17 @@ async fn incompatible_variables_are_reported_and_the_others_move() {
     let by: BTreeMap<&str, &Value> = entries.iter().map(|e| (e["name"].as_str().unwrap(), e)).collect();
     assert_eq!(by["fits"]["state"], "Healthy");
     assert_eq!(by["bad"]["state"], "Incompatible");
-    assert!(by["bad"]["message"].as_str().unwrap().contains("\"workerCount\" is not valid"), "{}", by["bad"]);
+    assert!(
+        by["bad"]["message"].as_str().unwrap().contains("spec.topology.variables[workerCount].value: Invalid value: 0"),
+        "{}",
+        by["bad"]
+    );
     assert_eq!(by["missing"]["state"], "Incompatible");
-    assert!(by["missing"]["message"].as_str().unwrap().contains("required"), "{}", by["missing"]);
+    assert!(
+        by["missing"]["message"].as_str().unwrap().contains("required variable \"workerCount\" must be set"),
+        "{}",
+        by["missing"]
+    );
     assert_eq!(moves(&server), [("fits".to_string(), "docker-ferrol-1-27-v2".to_string())]);
     op.stop().await;
 }

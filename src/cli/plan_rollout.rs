@@ -14,12 +14,40 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use crate::api::{ClusterStack, ClusterStackRelease, ClusterStackRollout};
+use crate::controller::rollout::class::{ClassShape, Classes, WorkerClass};
 use crate::controller::rollout::decide::{self, ClusterInput, Releases, state};
 use crate::controller::rollout::rules;
-use crate::controller::rollout::variables::{ClassVariable, class_variables};
+use crate::controller::rollout::variables::ClassVariable;
 use crate::controller::rollout::view::ReleaseView;
-use crate::controller::runtime::clusters::CapiCluster;
+use crate::controller::runtime::clusters::{CapiCluster, WorkerTopology, Workers};
 use crate::release::ReleaseId;
+
+/// A target class that lets every Cluster through: the variables and worker classes they use.
+fn permissive(clusters: &[CapiCluster]) -> ClassShape {
+    let mut variables: Vec<String> =
+        clusters.iter().flat_map(|c| c.variables().iter().map(|v| v.name.clone())).collect();
+    variables.sort();
+    variables.dedup();
+    let workers = |of: fn(&Workers) -> &Vec<WorkerTopology>| -> Vec<WorkerClass> {
+        let mut names: Vec<&str> = clusters
+            .iter()
+            .filter_map(|c| c.spec.topology.as_ref()?.workers.as_ref())
+            .flat_map(|w| of(w).iter().map(|t| t.class.as_str()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names.into_iter().map(|class| WorkerClass { class: class.to_string(), infrastructure: None }).collect()
+    };
+    ClassShape {
+        variables: variables
+            .into_iter()
+            .map(|name| ClassVariable { name, required: false, schema: Value::Null })
+            .collect(),
+        machine_deployments: workers(|w| &w.machine_deployments),
+        machine_pools: workers(|w| &w.machine_pools),
+        ..ClassShape::default()
+    }
+}
 
 /// The plan of each rollout as text. `listed`: per stack (`namespace/name`), the releases its
 /// source lists; `classes`: ClusterClass objects (as JSON) by name.
@@ -69,28 +97,19 @@ pub fn rollout_plan(
             }
         };
         let class = target.id.class_name();
-        // Without the ClusterClass, every variable passes (and the plan says so).
-        let (variables, checked): (Vec<ClassVariable>, bool) = match classes.get(&class) {
-            Some(c) => (class_variables(c), true),
-            None => {
-                let mut names: Vec<String> =
-                    clusters.iter().flat_map(|c| c.variables().iter().map(|v| v.name.clone())).collect();
-                names.sort();
-                names.dedup();
-                (
-                    names
-                        .into_iter()
-                        .map(|name| ClassVariable { name, required: false, schema: Value::Null })
-                        .collect(),
-                    false,
-                )
-            }
+        // The classes in the file are compared as Cluster API would. Without the target class
+        // nothing is: every variable and worker class of the Clusters passes (the plan says so).
+        let checked = classes.contains_key(&class);
+        let shapes: Classes = if checked {
+            classes.iter().map(|(name, c)| (name.clone(), Some(ClassShape::read(c)))).collect()
+        } else {
+            Classes::from([(class.clone(), Some(permissive(clusters)))])
         };
         let inputs: Vec<ClusterInput<'_>> = clusters.iter().map(|c| ClusterInput { cluster: c, addon: None }).collect();
         let decision = decide::decide(
             ro,
             &inputs,
-            &Releases { stack: Some(&stack.spec), releases: &releases, target_variables: Some(&variables) },
+            &Releases { stack: Some(&stack.spec), releases: &releases, classes: &shapes },
             now,
         );
         let version =
@@ -102,7 +121,7 @@ pub fn rollout_plan(
         ));
         if !checked {
             out.push_str(&format!(
-                "  variables not checked: no ClusterClass {class} in --clusters (add `kubectl get clusterclass {class} -n {ns} -o yaml`)\n"
+                "  variables and class compatibility not checked: no ClusterClass {class} in --clusters (add `kubectl get clusterclass {class} -n {ns} -o yaml`)\n"
             ));
         }
         let by_key: BTreeMap<(String, String), &CapiCluster> = clusters
@@ -216,14 +235,35 @@ mod tests {
         assert!(text.contains("  wave canary (1 Clusters, 1 at once)\n    team/a"), "{text}");
         assert!(text.contains("-> docker-ferrol-1-27-v3 v1.27.11  (moves first)"), "{text}");
         assert!(text.contains("  wave rest (3 Clusters, 2 at once)\n    team/b"), "{text}");
-        assert!(text.contains("team/c") && text.contains("INCOMPATIBLE: variable \"workers\" is not valid"), "{text}");
+        assert!(text.contains("team/c") && text.contains("INCOMPATIBLE: docker-ferrol-1-27-v1 to docker-ferrol-1-27-v3: Cluster API would refuse it: spec.topology.variables[workers].value: Invalid value: 0"), "{text}");
         assert!(text.contains("team/d") && text.contains("already on the target"), "{text}");
         assert!(!text.contains("team/e"), "{text}");
         assert_eq!(text.matches("(moves first)").count(), 1, "only the canary moves first: {text}");
         // Without the class: variables not checked, c is not incompatible.
-        let text =
-            rollout_plan(&[ro], &[stack], &listed, &existing, &clusters, &BTreeMap::new(), Timestamp::UNIX_EPOCH);
-        assert!(text.contains("variables not checked"), "{text}");
+        let text = rollout_plan(
+            std::slice::from_ref(&ro),
+            std::slice::from_ref(&stack),
+            &listed,
+            &existing,
+            &clusters,
+            &BTreeMap::new(),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(text.contains("variables and class compatibility not checked"), "{text}");
         assert!(!text.contains("INCOMPATIBLE"), "{text}");
+        // With the class the Clusters are on too: compared as Cluster API's webhook would.
+        let infra = |kind: &str| json!({"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": kind, "name": "t"}});
+        let mut classes = classes;
+        classes.get_mut("docker-ferrol-1-27-v3").unwrap()["spec"]["infrastructure"] = infra("DevClusterTemplate");
+        classes.insert(
+            "docker-ferrol-1-27-v1".into(),
+            json!({"spec": {"infrastructure": infra("DockerClusterTemplate")}}),
+        );
+        let text = rollout_plan(&[ro], &[stack], &listed, &existing, &clusters, &classes, Timestamp::UNIX_EPOCH);
+        assert!(
+            text.contains("team/a") && text.contains("INCOMPATIBLE: docker-ferrol-1-27-v1 to docker-ferrol-1-27-v3: Cluster API would refuse it: spec.infrastructure.templateRef.kind: kind cannot be changed from \"DockerClusterTemplate\" to \"DevClusterTemplate\""),
+            "{text}"
+        );
+        assert!(!text.contains("->"), "nothing moves: {text}");
     }
 }

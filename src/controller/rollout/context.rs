@@ -15,10 +15,10 @@ use crate::controller::runtime::clusters::{CapiCluster, CapiVersion, ClusterKey}
 use crate::controller::runtime::context::Context;
 use crate::util::lock;
 
-use super::variables::ClassVariable;
+use super::class::ClassShape;
 use super::view::AddonRecord;
 
-/// How long a ClusterClass's variables are reused before they are read again.
+/// How long a ClusterClass's shape is reused before they are read again.
 const CLASS_TTL: Duration = Duration::from_secs(60);
 
 /// What one write returned, kept until the store shows it: valid while the store still holds the
@@ -29,8 +29,8 @@ pub struct Written<T> {
     pub value: T,
 }
 
-/// A ClusterClass's variables and when they were read (`None`: not found).
-type CachedClass = (Instant, Option<Vec<ClassVariable>>);
+/// A ClusterClass's shape and when it was read (`None`: not found).
+type CachedClass = (Instant, Option<ClassShape>);
 
 /// The rollout controller's context.
 pub struct RolloutContext {
@@ -109,14 +109,14 @@ impl RolloutContext {
         lock(&self.moved).insert(key, Written { stale_version, value });
     }
 
-    /// The cached variables of a ClusterClass (`Some(None)`: it was not found), if fresh.
-    pub fn class_variables(&self, namespace: &str, name: &str) -> Option<Option<Vec<ClassVariable>>> {
+    /// The cached shape of a ClusterClass (`Some(None)`: it was not found), if fresh.
+    pub fn class_shape(&self, namespace: &str, name: &str) -> Option<Option<ClassShape>> {
         let classes = lock(&self.classes);
         let (at, vars) = classes.get(&(namespace.to_string(), name.to_string()))?;
         (at.elapsed() < CLASS_TTL).then(|| vars.clone())
     }
 
-    pub fn remember_class(&self, namespace: &str, name: &str, vars: Option<Vec<ClassVariable>>) {
-        lock(&self.classes).insert((namespace.to_string(), name.to_string()), (Instant::now(), vars));
+    pub fn remember_class(&self, namespace: &str, name: &str, shape: Option<ClassShape>) {
+        lock(&self.classes).insert((namespace.to_string(), name.to_string()), (Instant::now(), shape));
     }
 }

@@ -19,8 +19,9 @@ use crate::controller::runtime::clusters::{CapiCluster, CapiVersion, ClusterKey}
 use crate::release::KubernetesVersion;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::class::{self, ClassShape, Classes};
 use super::conclude::{Progress, conclude, set_conditions};
-use super::variables::{Checker, ClassVariable};
+use super::variables::Checker;
 use super::view::{AddonView, ReleaseView};
 use super::window::{self, WindowState};
 use super::{rules, selector};
@@ -68,8 +69,10 @@ pub struct Releases<'a> {
     /// The ClusterStack's spec; `None` when it does not exist.
     pub stack: Option<&'a ClusterStackSpec>,
     pub releases: &'a [ReleaseView],
-    /// `spec.variables` of the target's ClusterClass; `None` while unknown (nothing is moved).
-    pub target_variables: Option<&'a [ClassVariable]>,
+    /// The ClusterClasses of the namespace by name, as far as they were read: the target's
+    /// (nothing is moved while it is unknown) and those the Clusters are on. A name missing here
+    /// was not read (its checks are skipped); `None`: read and not found.
+    pub classes: &'a Classes,
 }
 
 /// A server-side apply of a Cluster's class (and version).
@@ -242,7 +245,8 @@ pub fn decide(
         }
     }
 
-    let checker = releases.target_variables.map(Checker::new);
+    let target_shape: Option<&ClassShape> = releases.classes.get(&target_class).and_then(Option::as_ref);
+    let checker = target_shape.map(|shape| Checker::new(&shape.variables));
     let health_check = spec.health_check.as_ref().and_then(|h| cel::Program::compile(&h.expression).ok());
     let deadline = spec
         .progress_deadline
@@ -277,7 +281,12 @@ pub fn decide(
                 e.message = "already on the target".into();
             }
             state::PENDING | state::INCOMPATIBLE => {
-                let verdict = compatible(c, target, &target_class, checker.as_ref());
+                let verdict = match (target_shape, checker.as_ref()) {
+                    (Some(shape), Some(checker)) => {
+                        compatible(c, target, (&target_class, shape), releases.classes, checker)
+                    }
+                    _ => Ok(()),
+                };
                 let was = e.state.clone();
                 match verdict {
                     Ok(()) => {
@@ -573,22 +582,34 @@ fn raised(from: &str, to: &str) -> bool {
     }
 }
 
-/// Whether a Cluster may move to the target: no Kubernetes downgrade, variables that fit.
-fn compatible(c: &CapiCluster, target: &ReleaseView, class: &str, checker: Option<&Checker<'_>>) -> Result<(), String> {
-    let current = c.kubernetes_version();
-    if let (Ok(have), Ok(want)) =
-        (current.parse::<KubernetesVersion>(), target.kubernetes_version.parse::<KubernetesVersion>())
-        && want.precedence() < have.precedence()
-    {
-        return Err(format!(
-            "{} names Kubernetes {want}, lower than the Cluster's {have}; Cluster API cannot lower it",
-            target.id.tag()
-        ));
-    }
-    match checker {
-        Some(checker) => checker.check(class, c.variables()),
-        None => Ok(()),
-    }
+/// Whether Cluster API would let the Cluster move to the target (see [`class`]): its version
+/// rules, the worker classes it uses, the two classes' compatibility, then the variables. The
+/// reason reads "FROM to TO: Cluster API would refuse it: FIELD: RULE", in CAPI's words.
+fn compatible(
+    c: &CapiCluster,
+    target: &ReleaseView,
+    (class, shape): (&str, &ClassShape),
+    classes: &Classes,
+    checker: &Checker<'_>,
+) -> Result<(), String> {
+    let current = c.class().map(|(name, _)| name).unwrap_or_default();
+    let have = c.kubernetes_version();
+    // The version the Cluster will have: the target's, or its own if the target names none.
+    let will_have = if target.kubernetes_version.is_empty() { have } else { target.kubernetes_version.as_str() };
+    let verdict = class::version_allowed(have, will_have, shape)
+        .and_then(|()| class::workers_defined(c, shape, class))
+        .and_then(|()| match classes.get(current) {
+            Some(Some(current_shape)) if current != class => class::classes_compatible(current_shape, shape),
+            Some(None) => Err(class::Refusal {
+                field: "spec.topology.classRef".into(),
+                message: format!(
+                    "valid ClusterClass with name {current:?} could not be retrieved, change from class {current:?} to class {class:?} cannot be validated"
+                ),
+            }),
+            _ => Ok(()),
+        })
+        .and_then(|()| checker.check(class, c.variables()));
+    verdict.map_err(|r| format!("{current} to {class}: {r}"))
 }
 
 #[cfg(test)]

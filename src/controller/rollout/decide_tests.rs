@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::{ClusterStack, ClusterStackRollout};
+use crate::controller::rollout::class::ClassShape;
 use crate::release::ReleaseId;
 
 const NS: &str = "stacks";
@@ -31,6 +32,10 @@ fn release(v: u32, k8s: &str, ready: bool) -> ReleaseView {
         ready,
         kubernetes_version: k8s.into(),
     }
+}
+
+fn release_class(v: u32) -> String {
+    format!("docker-ferrol-1-27-v{v}")
 }
 
 fn rollout(spec: Value) -> ClusterStackRollout {
@@ -68,7 +73,7 @@ struct World {
     ro: ClusterStackRollout,
     clusters: Vec<Sim>,
     releases: Vec<ReleaseView>,
-    vars: Vec<crate::controller::rollout::variables::ClassVariable>,
+    classes: crate::controller::rollout::class::Classes,
     now: Timestamp,
     /// Every move made, in order.
     moves: Vec<Move>,
@@ -78,8 +83,12 @@ struct World {
 
 impl World {
     fn new(ro: ClusterStackRollout, clusters: Vec<CapiCluster>, fail: &[&str]) -> Self {
-        let vars = crate::controller::rollout::variables::class_variables(&json!({"spec": {"variables": [
-            {"name": "workerCount", "required": true, "schema": {"openAPIV3Schema": {"type": "integer", "minimum": 1}}}]}}));
+        let class = |release: u32| {
+            let shape = ClassShape::read(&json!({"spec": {"variables": [
+                {"name": "workerCount", "required": true, "schema": {"openAPIV3Schema": {"type": "integer", "minimum": 1}}}]}}));
+            (release_class(release), Some(shape))
+        };
+        let classes = [class(1), class(2), class(3)].into_iter().collect();
         Self {
             ro,
             clusters: clusters
@@ -90,7 +99,7 @@ impl World {
                 })
                 .collect(),
             releases: vec![release(1, "v1.27.3", true), release(2, "v1.27.3", true)],
-            vars,
+            classes,
             now: "2026-11-24T12:00:00Z".parse().unwrap(),
             moves: vec![],
             events: vec![],
@@ -102,7 +111,7 @@ impl World {
         let stack = stack();
         let inputs: Vec<ClusterInput<'_>> =
             self.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
-        let releases = Releases { stack: Some(&stack), releases: &self.releases, target_variables: Some(&self.vars) };
+        let releases = Releases { stack: Some(&stack), releases: &self.releases, classes: &self.classes };
         decide(&self.ro, &inputs, &releases, self.now)
     }
 
@@ -299,6 +308,113 @@ fn incompatible_variables_are_not_moved_and_the_others_go_on() {
     assert!(w.status().conditions.iter().any(|c| c.message.contains("1 incompatible")));
 }
 
+/// A v1beta2 ClusterClass with a control plane and infrastructure of `kinds` and the worker
+/// classes `workers` (each on a DevMachineTemplate).
+fn class_with(kinds: (&str, &str), workers: &[&str]) -> Option<ClassShape> {
+    let workers: Vec<Value> = workers
+        .iter()
+        .map(|w| {
+            json!({"class": w, "infrastructure": {"templateRef":
+            {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevMachineTemplate", "name": w}}})
+        })
+        .collect();
+    Some(ClassShape::read(&json!({"spec": {
+        "infrastructure": {"templateRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": kinds.0, "name": "i"}},
+        "controlPlane": {"templateRef": {"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": kinds.1, "name": "cp"}},
+        "workers": {"machineDeployments": workers},
+        "variables": [{"name": "workerCount", "required": true, "schema": {"openAPIV3Schema": {"type": "integer"}}}]
+    }})))
+}
+
+/// Each rule Cluster API's Cluster webhook applies to a class change keeps that Cluster where it
+/// is, with CAPI's own words; the others still move.
+#[test]
+fn what_cluster_api_would_refuse_is_not_moved_and_named() {
+    const DEV: (&str, &str) = ("DevClusterTemplate", "KubeadmControlPlaneTemplate");
+    let with_md = |mut c: CapiCluster, class: &str| {
+        let t = c.spec.topology.as_mut().unwrap();
+        t.workers = serde_json::from_value(json!({"machineDeployments": [{"class": class, "name": "md-0"}]})).unwrap();
+        c
+    };
+    let table: Vec<(&str, Option<ClassShape>, Option<ClassShape>, CapiCluster, Option<&str>)> = vec![
+        (
+            "same kinds, worker class kept",
+            class_with(DEV, &["default-worker"]),
+            class_with(DEV, &["default-worker"]),
+            with_md(cluster("c", json!({}), 1, "v1.27.3"), "default-worker"),
+            None,
+        ),
+        (
+            "worker class removed",
+            class_with(DEV, &["default-worker"]),
+            class_with(DEV, &["big-worker"]),
+            with_md(cluster("c", json!({}), 1, "v1.27.3"), "default-worker"),
+            Some(
+                "spec.topology.workers.machineDeployments[0].class: MachineDeploymentClass with name \"default-worker\" does not exist in ClusterClass \"docker-ferrol-1-27-v2\"",
+            ),
+        ),
+        (
+            "infrastructure kind changed",
+            class_with(DEV, &[]),
+            class_with(("DockerClusterTemplate", DEV.1), &[]),
+            cluster("c", json!({}), 1, "v1.27.3"),
+            Some(
+                "docker-ferrol-1-27-v1 to docker-ferrol-1-27-v2: Cluster API would refuse it: spec.infrastructure.templateRef.kind: kind cannot be changed from \"DevClusterTemplate\" to \"DockerClusterTemplate\" to prevent incompatible changes in the Clusters",
+            ),
+        ),
+        (
+            "control plane kind changed",
+            class_with(DEV, &[]),
+            class_with((DEV.0, "RKE2ControlPlaneTemplate"), &[]),
+            cluster("c", json!({}), 1, "v1.27.3"),
+            Some(
+                "spec.controlPlane.templateRef.kind: kind cannot be changed from \"KubeadmControlPlaneTemplate\" to \"RKE2ControlPlaneTemplate\"",
+            ),
+        ),
+        (
+            "current class gone",
+            None,
+            class_with(DEV, &[]),
+            cluster("c", json!({}), 1, "v1.27.3"),
+            Some("valid ClusterClass with name \"docker-ferrol-1-27-v1\" could not be retrieved"),
+        ),
+        (
+            "two minors up",
+            class_with(DEV, &[]),
+            class_with(DEV, &[]),
+            cluster("c", json!({}), 1, "v1.25.9"),
+            Some(
+                "docker-ferrol-1-27-v1 to docker-ferrol-1-27-v2: Cluster API would refuse it: spec.topology.version: version cannot be increased from \"1.25.9\" to \"1.27.3\"",
+            ),
+        ),
+        ("one minor up", class_with(DEV, &[]), class_with(DEV, &[]), cluster("c", json!({}), 1, "v1.26.9"), None),
+        (
+            "version lowered",
+            class_with(DEV, &[]),
+            class_with(DEV, &[]),
+            cluster("c", json!({}), 1, "v1.27.5"),
+            Some("spec.topology.version: version cannot be decreased from \"1.27.5\" to \"1.27.3\""),
+        ),
+    ];
+    for (case, current, target, c, refused) in table {
+        let mut w = World::new(rollout(json!({})), vec![c, cluster("other", json!({}), 1, "v1.27.3")], &[]);
+        w.classes.insert(release_class(1), current);
+        w.classes.insert(release_class(2), target.clone());
+        // The other Cluster is on a class compatible with any target.
+        let a = w.decide();
+        let e = a.status.clusters.iter().find(|e| e.name == "c").unwrap();
+        match refused {
+            None => assert!(["Pending", "Moving"].contains(&e.state.as_str()), "{case}: {} {}", e.state, e.message),
+            Some(why) => {
+                assert_eq!(e.state, "Incompatible", "{case}");
+                assert!(e.message.contains(why), "{case}: {}", e.message);
+                assert!(a.moves.iter().all(|m| m.cluster.name != "c"), "{case}");
+                assert!(a.events.iter().any(|n| n.reason == "Incompatible" && n.message.contains(why)), "{case}");
+            }
+        }
+    }
+}
+
 #[test]
 fn paused_closed_window_or_unknown_variables_move_nothing() {
     let w = World::new(rollout(json!({"paused": true})), fleet(2, 0), &[]);
@@ -321,7 +437,7 @@ fn paused_closed_window_or_unknown_variables_move_nothing() {
     let stack = stack();
     let inputs: Vec<ClusterInput<'_>> =
         w.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
-    let releases = Releases { stack: Some(&stack), releases: &w.releases, target_variables: None };
+    let releases = Releases { stack: Some(&stack), releases: &w.releases, classes: &Default::default() };
     let a = decide(&w.ro, &inputs, &releases, w.now);
     assert!(a.moves.is_empty(), "variables not known yet");
     assert!(a.status.clusters[0].message.contains("waiting for ClusterClass"));
@@ -348,7 +464,7 @@ fn a_deleted_stack_halts_and_a_deleted_cluster_is_dropped() {
     let w = World::new(rollout(json!({})), fleet(2, 0), &[]);
     let inputs: Vec<ClusterInput<'_>> =
         w.clusters.iter().map(|s| ClusterInput { cluster: &s.view, addon: None }).collect();
-    let releases = Releases { stack: None, releases: &w.releases, target_variables: Some(&w.vars) };
+    let releases = Releases { stack: None, releases: &w.releases, classes: &w.classes };
     let a = decide(&w.ro, &inputs, &releases, w.now);
     assert_eq!(a.status.phase, phase::HALTED);
     assert!(a.moves.is_empty());

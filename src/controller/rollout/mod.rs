@@ -9,6 +9,7 @@
 //!
 //! The loop is drawn in `docs/DESIGN.md` ("Rollout loop").
 
+pub mod class;
 mod conclude;
 pub mod decide;
 pub mod rules;

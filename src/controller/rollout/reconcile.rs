@@ -20,9 +20,9 @@ use crate::controller::status_patch;
 use crate::release::ReleaseId;
 use crate::util::is_not_found;
 
+use super::class::{ClassShape, Classes};
 use super::context::RolloutContext;
 use super::decide::{self, ClusterInput, Move, Releases, phase, state};
-use super::variables::{ClassVariable, class_variables};
 use super::view::{AddonView, ReleaseView};
 use super::{CONTROLLER, FIELD_MANAGER, rules};
 
@@ -101,15 +101,31 @@ async fn reconcile_inner(ro: &ClusterStackRollout, ctx: &RolloutContext, key: &s
     let inputs: Vec<ClusterInput<'_>> =
         clusters.iter().map(|c| ClusterInput { cluster: c, addon: addons.get(&c.key()) }).collect();
 
-    // The variables of the class the decision will move Clusters to.
-    let variables = match stack.as_ref().and_then(|s| target_of(&ro, s, &releases)) {
-        Some(id) => target_variables(ctx, &ns, &id.class_name()).await?,
-        None => None,
-    };
+    // The class the decision will move Clusters to and the stack's classes they are on: what
+    // Cluster API's webhook will compare.
+    let mut classes = Classes::new();
+    if let Some(stack) = stack.as_ref()
+        && let Some(id) = target_of(&ro, stack, &releases)
+    {
+        let mut names = vec![id.class_name()];
+        for c in &clusters {
+            if let (Some(id), Some((name, class_ns))) = (c.release(), c.class())
+                && class_ns == ns
+                && rules::stack_release(stack, &id)
+                && !names.iter().any(|n| n == name)
+            {
+                names.push(name.to_string());
+            }
+        }
+        for name in names {
+            let shape = class_shape(ctx, &ns, &name).await?;
+            classes.insert(name, shape);
+        }
+    }
     let decision = decide::decide(
         &ro,
         &inputs,
-        &Releases { stack: stack.as_ref(), releases: &releases, target_variables: variables.as_deref() },
+        &Releases { stack: stack.as_ref(), releases: &releases, classes: &classes },
         Timestamp::now(),
     );
 
@@ -214,13 +230,10 @@ fn target_of(ro: &ClusterStackRollout, stack: &ClusterStackSpec, releases: &[Rel
     })
 }
 
-/// `spec.variables` of a ClusterClass, read at most once a minute; `None` when it does not exist.
-async fn target_variables(
-    ctx: &RolloutContext,
-    ns: &str,
-    class: &str,
-) -> Result<Option<Vec<ClassVariable>>, RolloutError> {
-    if let Some(cached) = ctx.class_variables(ns, class) {
+/// What a rollout reads of a ClusterClass, read at most once a minute; `None` when it does not
+/// exist.
+async fn class_shape(ctx: &RolloutContext, ns: &str, class: &str) -> Result<Option<ClassShape>, RolloutError> {
+    if let Some(cached) = ctx.class_shape(ns, class) {
         return Ok(cached);
     }
     let gvk = kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", ctx.capi.as_str(), "ClusterClass");
@@ -228,9 +241,9 @@ async fn target_variables(
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &resource);
     match api.get_opt(class).await {
         Ok(Some(obj)) => {
-            let vars = class_variables(&serde_json::to_value(&obj)?);
-            ctx.remember_class(ns, class, Some(vars.clone()));
-            Ok(Some(vars))
+            let shape = ClassShape::read(&serde_json::to_value(&obj)?);
+            ctx.remember_class(ns, class, Some(shape.clone()));
+            Ok(Some(shape))
         }
         Ok(None) => Ok(None),
         Err(e) if is_not_found(&e) => Ok(None),

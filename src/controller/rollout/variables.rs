@@ -1,10 +1,11 @@
 //! Whether a Cluster's topology variables fit a ClusterClass's `spec.variables`: what Cluster
-//! API's webhook would refuse after the move (CAPI does not check a rebase, #8154), found before
-//! it. Required variables must be set (or have a schema default), set values must be valid
-//! against their `openAPIV3Schema`, and a variable the class does not define is refused.
+//! API's Cluster webhook refuses when the class changes, found before the move. Required
+//! variables must be set (or have a schema default), set values must be valid against their
+//! `openAPIV3Schema`, and a variable the class does not define is refused.
 
 use serde_json::Value;
 
+use super::class::Refusal;
 use super::view::Variable;
 
 /// One `spec.variables` entry of a ClusterClass.
@@ -56,34 +57,38 @@ impl<'a> Checker<'a> {
         Self { vars }
     }
 
-    /// `Err` names the first variable that does not fit, and why.
-    pub fn check(&self, class: &str, values: &[Variable]) -> Result<(), String> {
+    /// `Err` names the first variable that does not fit, and why, with the field and rule of
+    /// Cluster API's own refusal (`ValidateClusterVariables`).
+    pub fn check(&self, class: &str, values: &[Variable]) -> Result<(), Refusal> {
+        let refuse = |field: String, message: String| Err(Refusal { field, message });
         for value in values {
             if !self.vars.iter().any(|(v, _)| v.name == value.name) {
-                return Err(format!("variable {:?} is not defined by ClusterClass {class}", value.name));
+                return refuse(format!("spec.topology.variables[{}]", value.name), "variable is not defined".into());
             }
         }
         for (var, validator) in &self.vars {
             match values.iter().find(|v| v.name == var.name) {
                 None if var.required && var.schema.get("default").is_none() => {
-                    return Err(format!("variable {:?} is required by ClusterClass {class} and not set", var.name));
+                    return refuse(
+                        "spec.topology.variables".into(),
+                        format!("required variable {:?} must be set", var.name),
+                    );
                 }
                 None => {}
                 Some(set) => match validator {
                     Err(e) => {
-                        return Err(format!(
-                            "variable {:?}: the schema of ClusterClass {class} is invalid: {e}",
-                            var.name
-                        ));
+                        return refuse(
+                            format!("spec.topology.variables[{}]", var.name),
+                            format!("the schema of ClusterClass {class} is invalid: {e}"),
+                        );
                     }
                     Ok(validator) => {
                         if let Some(error) = validator.iter_errors(&set.value).next() {
-                            let at = error.instance_path().to_string();
-                            let at = if at.is_empty() { String::new() } else { format!(" at {at}") };
-                            return Err(format!(
-                                "variable {:?}{at} is not valid for ClusterClass {class}: {error}",
-                                var.name
-                            ));
+                            let at = error.instance_path().to_string().replace('/', ".");
+                            return refuse(
+                                format!("spec.topology.variables[{}].value{at}", var.name),
+                                format!("Invalid value: {}: {error}", set.value),
+                            );
                         }
                     }
                 },
@@ -165,22 +170,26 @@ mod tests {
     fn a_missing_required_variable_is_named() {
         let c = class();
         let err = Checker::new(&c).check("cc-v4", &vars(json!([{"name": "region", "value": "eu"}]))).unwrap_err();
-        assert_eq!(err, "variable \"workerCount\" is required by ClusterClass cc-v4 and not set");
+        assert_eq!(
+            err.to_string(),
+            "Cluster API would refuse it: spec.topology.variables: required variable \"workerCount\" must be set"
+        );
     }
 
     #[test]
     fn an_invalid_value_is_named_with_the_reason() {
         let c = class();
         let err = Checker::new(&c).check("cc", &vars(json!([{"name": "workerCount", "value": 0}]))).unwrap_err();
-        assert!(err.starts_with("variable \"workerCount\" is not valid for ClusterClass cc:"), "{err}");
-        assert!(err.contains("minimum"), "{err}");
+        assert_eq!(err.field, "spec.topology.variables[workerCount].value");
+        assert!(err.message.starts_with("Invalid value: 0: "), "{err}");
+        assert!(err.message.contains("minimum"), "{err}");
         let err = Checker::new(&c)
             .check(
                 "cc",
                 &vars(json!([{"name": "workerCount", "value": 2}, {"name": "extra", "value": {"size": "big"}}])),
             )
             .unwrap_err();
-        assert!(err.contains("at /size"), "{err}");
+        assert_eq!(err.field, "spec.topology.variables[extra].value.size", "{err}");
     }
 
     #[test]
@@ -189,6 +198,7 @@ mod tests {
         let err = Checker::new(&c)
             .check("cc", &vars(json!([{"name": "workerCount", "value": 2}, {"name": "gone", "value": 1}])))
             .unwrap_err();
-        assert_eq!(err, "variable \"gone\" is not defined by ClusterClass cc");
+        assert_eq!(err.field, "spec.topology.variables[gone]");
+        assert_eq!(err.message, "variable is not defined");
     }
 }

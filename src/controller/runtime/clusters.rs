@@ -96,6 +96,27 @@ pub struct Topology {
     pub version: Option<String>,
     #[serde(default)]
     pub variables: Vec<Variable>,
+    /// The worker classes the topology uses: a class move must keep them (Cluster API refuses a
+    /// class that lacks one).
+    #[serde(default)]
+    pub workers: Option<Workers>,
+}
+
+/// `spec.topology.workers`, only the class each MachineDeployment and MachinePool names
+/// (v1beta1 and v1beta2 share the shape).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workers {
+    #[serde(default)]
+    pub machine_deployments: Vec<WorkerTopology>,
+    #[serde(default)]
+    pub machine_pools: Vec<WorkerTopology>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkerTopology {
+    #[serde(default)]
+    pub class: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
