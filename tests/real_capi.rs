@@ -15,6 +15,8 @@
 //! (CAPI's servers listen on every interface).
 
 mod support;
+#[path = "support/stack_script.rs"]
+mod stack_script;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -369,11 +371,189 @@ async fn a_rollout_moves_a_cluster_and_capi_rebases_it(c: Arc<RealCluster>) {
     drop(op);
 }
 
+/// Releases for the refusals: v1 as committed, and two built here (`clusterstack build`) from
+/// the sample's source with one change each that Cluster API's Cluster webhooks refuse for a
+/// Cluster of v1 that uses the `default-worker` class and sets no variable: v4 renames that
+/// worker class, v5 adds a required variable.
+fn incompatible_releases(c: &RealCluster) -> std::path::PathBuf {
+    let releases = c.scratch.path().join("refuse-releases");
+    stack_script::copy_dir(&releases_dir().join(V1), &releases.join(V1));
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/inmemory-ferrol-1-35");
+    let edits: [(&str, &str, &str); 2] = [
+        ("v4", "      - class: default-worker\n", "      - class: large-worker\n"),
+        (
+            "v5",
+            "spec:\n",
+            "spec:\n  variables:\n    - name: region\n      required: true\n      schema:\n        openAPIV3Schema:\n          type: string\n",
+        ),
+    ];
+    for (version, from, to) in edits {
+        let source = c.scratch.path().join(format!("refuse-source-{version}"));
+        stack_script::copy_dir(&sample, &source);
+        let class = source.join("cluster-class/templates/cluster-class.yaml");
+        let text = std::fs::read_to_string(&class).expect("the sample's ClusterClass template");
+        assert!(text.contains(from), "{text}");
+        std::fs::write(&class, text.replacen(from, to, 1)).expect("the changed ClusterClass template");
+        stack_script::run(
+            std::process::Command::new(support::real::operator_binary())
+                .args(["build", "--version", version, "--out"])
+                .arg(&releases)
+                .arg(&source),
+        );
+    }
+    releases
+}
+
+/// A move Cluster API would refuse is refused by the rollout before anything moves, and its
+/// reason names CAPI's rule: the same field and words CAPI's own webhooks answer when the same
+/// move is tried by hand. The Cluster uses a worker class the first target no longer has; the
+/// second target requires a variable it does not set.
+async fn a_move_capi_would_refuse_is_refused_first_naming_capis_rule(c: Arc<RealCluster>) {
+    const V4: &str = "inmemory-ferrol-1-35-v4";
+    const V5: &str = "inmemory-ferrol-1-35-v5";
+    let k = c.admin().await;
+    let ns = c.namespace("capi-refuse").await;
+    let releases = incompatible_releases(&c);
+    let _op = c.operator(
+        "refuse",
+        &[
+            format!("--default-source=dir:{}", releases.display()),
+            format!("--allowed-directory-roots={}", releases.display()),
+        ],
+    );
+    k.apply(&stack(&ns, &["v1", "v4", "v5"])).await;
+    for tag in [V1, V4, V5] {
+        wait_until(&format!("{tag} ready"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
+            (r["status"]["ready"] == true).then_some(())
+        })
+        .await;
+    }
+    let mut workers = cluster(&ns, "edge", V1, "v1.35.0", "none");
+    workers["spec"]["topology"]["workers"] =
+        json!({"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 0}]});
+    k.apply(&workers).await;
+
+    let cases = [
+        (
+            "v4",
+            V4,
+            "spec.topology.workers.machineDeployments[0].class",
+            format!("MachineDeploymentClass with name \"default-worker\" does not exist in ClusterClass \"{V4}\""),
+        ),
+        ("v5", V5, "spec.topology.variables", "required variable \"region\" must be set".to_string()),
+    ];
+    for (target, class, field, rule) in cases {
+        k.apply(&json!({"apiVersion": CS, "kind": "ClusterStackRollout", "metadata": {"name": "ferrol", "namespace": ns},
+                        "spec": {"clusterStackRef": {"name": "ferrol"}, "target": target}}))
+            .await;
+        // "v1 to vN: Cluster API would refuse it: FIELD: RULE".
+        let reason = format!("{V1} to {class}: Cluster API would refuse it: {field}: {rule}");
+        let rollout = wait_until(&format!("the Cluster Incompatible with {target}"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRollout", Some(&ns), "ferrol").await?;
+            let entry = r["status"]["clusters"].as_array()?.first()?.clone();
+            (r["status"]["target"] == class && entry["state"] == "Incompatible").then_some(r)
+        })
+        .await;
+        assert_eq!(rollout["status"]["clusters"][0]["message"], reason.as_str(), "{rollout:#}");
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await.expect("the Cluster");
+        assert_eq!(cl["spec"]["topology"]["classRef"]["name"], V1, "nothing moved: {cl:#}");
+        // CAPI's own answer to the same move names the same field and rule.
+        let by_hand = json!({"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": "edge", "namespace": ns},
+                             "spec": {"topology": {"classRef": {"name": class}}}});
+        let refused = k.try_apply_as(&by_hand, "by-hand", true).await.expect_err("CAPI refuses the move");
+        let said = refused.to_string();
+        assert!(said.contains(&format!("{field}: ")) && said.contains(&rule), "CAPI said: {said}");
+        let events = k.list("v1", "Event", Some(&ns), None).await;
+        assert!(
+            events.iter().any(|e| e["reason"] == "Incompatible"
+                && e["message"].as_str().is_some_and(|m| m.contains(&reason))),
+            "an Incompatible event naming the rule"
+        );
+    }
+    k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
+    wait_until("the Cluster deleted by CAPI", SLOW, || async {
+        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
+    })
+    .await;
+    c.drop_namespace(&ns).await;
+}
+
+/// A rollout whose target fails its health check is halted and rolled back on real CAPI: the
+/// Cluster moves from v2 to v3 (a class change only, same Kubernetes), is judged unhealthy, and
+/// goes back to v2; CAPI accepts both moves and rebases the topology each time.
+async fn a_failed_move_is_rolled_back_and_capi_rebases_it_back(c: Arc<RealCluster>) {
+    const V3: &str = "inmemory-ferrol-1-35-v3";
+    let k = c.admin().await;
+    let ns = c.namespace("capi-rollback").await;
+    let _op = c.operator(
+        "rollback",
+        &[
+            format!("--default-source=dir:{}", releases_dir().display()),
+            format!("--allowed-directory-roots={}", releases_dir().display()),
+        ],
+    );
+    k.apply(&stack(&ns, &["v2", "v3"])).await;
+    for tag in [V2, V3] {
+        wait_until(&format!("{tag} ready"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
+            (r["status"]["ready"] == true).then_some(())
+        })
+        .await;
+    }
+    k.apply(&cluster(&ns, "edge", V2, "v1.35.4", "none")).await;
+    wait_until("CAPI reconciled the topology on v2", SLOW, || async {
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
+        (condition(&cl, "TopologyReconciled")?["status"] == "True").then_some(())
+    })
+    .await;
+    k.apply(&json!({"apiVersion": CS, "kind": "ClusterStackRollout", "metadata": {"name": "ferrol", "namespace": ns},
+        "spec": {"clusterStackRef": {"name": "ferrol"}, "target": "v3", "progressDeadline": "20s",
+                 "failurePolicy": {"maxFailures": 0, "rollback": "Automatic"},
+                 "healthCheck": {"expression": "'smoke' in cluster.metadata.labels"}}}))
+    .await;
+    wait_until("the Cluster moved to v3", SLOW, || async {
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
+        (cl["spec"]["topology"]["classRef"]["name"] == V3).then_some(())
+    })
+    .await;
+    let rollout = wait_until("the rollout halted and rolled back", SLOW, || async {
+        let r = k.get(CS, "ClusterStackRollout", Some(&ns), "ferrol").await?;
+        let entry = r["status"]["clusters"].as_array()?.first()?.clone();
+        (r["status"]["phase"] == "Halted" && entry["state"] == "RolledBack").then_some(r)
+    })
+    .await;
+    assert_eq!(rollout["status"]["failedTargets"], json!([V3]), "{rollout:#}");
+    let cl = wait_until("CAPI rebased the Cluster back on v2", SLOW, || async {
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
+        let back = cl["spec"]["topology"]["classRef"]["name"] == V2
+            && cl["status"]["observedGeneration"].as_i64() >= cl["metadata"]["generation"].as_i64()
+            && condition(&cl, "TopologyReconciled")?["status"] == "True";
+        back.then_some(cl)
+    })
+    .await;
+    assert_eq!(cl["spec"]["topology"]["version"], "v1.35.4", "{cl:#}");
+    // CAPI's clones of the templates follow the class back: the control plane's template is v2's.
+    let kcp_name = cl["spec"]["controlPlaneRef"]["name"].as_str().expect("a control plane").to_string();
+    let kcp = k.get(KCP, "KubeadmControlPlane", Some(&ns), &kcp_name).await.expect("the KubeadmControlPlane");
+    let cloned_from = &kcp["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"];
+    assert!(cloned_from.as_str().is_some_and(|n| n.starts_with(V2)), "cloned from {cloned_from} {kcp:#}");
+
+    k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
+    wait_until("the Cluster deleted by CAPI", SLOW, || async {
+        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
+    })
+    .await;
+    c.drop_namespace(&ns).await;
+}
+
 fn main() -> std::process::ExitCode {
     let all = support::real::scenarios![
         a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_held_for_them,
         a_v1beta1_cluster_is_converted_and_provisioned,
         a_rollout_moves_a_cluster_and_capi_rebases_it,
+        a_move_capi_would_refuse_is_refused_first_naming_capis_rule,
+        a_failed_move_is_rolled_back_and_capi_rebases_it_back,
     ];
     run_capi_scenarios("real_capi", &all, Duration::from_secs(600))
 }

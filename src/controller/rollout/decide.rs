@@ -582,8 +582,8 @@ fn raised(from: &str, to: &str) -> bool {
     }
 }
 
-/// Whether Cluster API would let the Cluster move to the target (see [`class`]): its version
-/// rules, the worker classes it uses, the two classes' compatibility, then the variables. The
+/// Whether Cluster API would let the Cluster move to the target (see [`class`]): the variables,
+/// its version rules, the worker classes it uses, the two classes' compatibility. The
 /// reason reads "FROM to TO: Cluster API would refuse it: FIELD: RULE", in CAPI's words.
 fn compatible(
     c: &CapiCluster,
@@ -596,7 +596,10 @@ fn compatible(
     let have = c.kubernetes_version();
     // The version the Cluster will have: the target's, or its own if the target names none.
     let will_have = if target.kubernetes_version.is_empty() { have } else { target.kubernetes_version.as_str() };
-    let verdict = class::version_allowed(have, will_have, shape)
+    // CAPI's defaulting webhook checks the variables first and answers with those alone.
+    let verdict = checker
+        .check(class, c.variables())
+        .and_then(|()| class::version_allowed(have, will_have, shape))
         .and_then(|()| class::workers_defined(c, shape, class))
         .and_then(|()| match classes.get(current) {
             Some(Some(current_shape)) if current != class => class::classes_compatible(current_shape, shape),
@@ -607,8 +610,7 @@ fn compatible(
                 ),
             }),
             _ => Ok(()),
-        })
-        .and_then(|()| checker.check(class, c.variables()));
+        });
     verdict.map_err(|r| format!("{current} to {class}: {r}"))
 }
 
