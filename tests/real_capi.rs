@@ -14,9 +14,9 @@
 //! `harness = false`; the binary moves itself into a network namespace with only loopback first
 //! (CAPI's servers listen on every interface).
 
-mod support;
 #[path = "support/stack_script.rs"]
 mod stack_script;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -355,8 +355,15 @@ async fn a_rollout_moves_a_cluster_and_capi_rebases_it(c: Arc<RealCluster>) {
     let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await.expect("the Cluster");
     assert_eq!(cl["spec"]["topology"]["classRef"]["name"], V2, "{cl:#}");
     assert!(cl["status"]["observedGeneration"].as_i64() >= cl["metadata"]["generation"].as_i64(), "{cl:#}");
+    // Succeeded only once the topology controller reconciled this generation, not on its True of
+    // the class before (its condition carries its own observedGeneration).
     let reconciled = condition(&cl, "TopologyReconciled").expect("TopologyReconciled");
     assert_eq!(reconciled["status"], "True", "CAPI rebased the topology on v2: {cl:#}");
+    assert!(reconciled["observedGeneration"].as_i64() >= cl["metadata"]["generation"].as_i64(), "{cl:#}");
+    let kcp_name = cl["spec"]["controlPlaneRef"]["name"].as_str().expect("a control plane").to_string();
+    let kcp = k.get(KCP, "KubeadmControlPlane", Some(&ns), &kcp_name).await.expect("the KubeadmControlPlane");
+    let cloned_from = &kcp["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"];
+    assert!(cloned_from.as_str().is_some_and(|n| n.starts_with(V2)), "cloned from {cloned_from} {kcp:#}");
     let addon = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await.expect("the ClusterAddon");
     assert_eq!(addon["status"]["release"], V2, "{addon:#}");
     assert_eq!(addon["status"]["ready"], true, "{addon:#}");
@@ -422,13 +429,7 @@ async fn a_move_capi_would_refuse_is_refused_first_naming_capis_rule(c: Arc<Real
         ],
     );
     k.apply(&stack(&ns, &["v1", "v4", "v5"])).await;
-    for tag in [V1, V4, V5] {
-        wait_until(&format!("{tag} ready"), SLOW, || async {
-            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
-            (r["status"]["ready"] == true).then_some(())
-        })
-        .await;
-    }
+    wait_ready(&k, &ns, &[V1, V4, V5]).await;
     let mut workers = cluster(&ns, "edge", V1, "v1.35.0", "none");
     workers["spec"]["topology"]["workers"] =
         json!({"machineDeployments": [{"class": "default-worker", "name": "md-0", "replicas": 0}]});
@@ -444,9 +445,11 @@ async fn a_move_capi_would_refuse_is_refused_first_naming_capis_rule(c: Arc<Real
         ("v5", V5, "spec.topology.variables", "required variable \"region\" must be set".to_string()),
     ];
     for (target, class, field, rule) in cases {
-        k.apply(&json!({"apiVersion": CS, "kind": "ClusterStackRollout", "metadata": {"name": "ferrol", "namespace": ns},
-                        "spec": {"clusterStackRef": {"name": "ferrol"}, "target": target}}))
-            .await;
+        k.apply(
+            &json!({"apiVersion": CS, "kind": "ClusterStackRollout", "metadata": {"name": "ferrol", "namespace": ns},
+                        "spec": {"clusterStackRef": {"name": "ferrol"}, "target": target}}),
+        )
+        .await;
         // "v1 to vN: Cluster API would refuse it: FIELD: RULE".
         let reason = format!("{V1} to {class}: Cluster API would refuse it: {field}: {rule}");
         let rollout = wait_until(&format!("the Cluster Incompatible with {target}"), SLOW, || async {
@@ -466,16 +469,14 @@ async fn a_move_capi_would_refuse_is_refused_first_naming_capis_rule(c: Arc<Real
         assert!(said.contains(&format!("{field}: ")) && said.contains(&rule), "CAPI said: {said}");
         let events = k.list("v1", "Event", Some(&ns), None).await;
         assert!(
-            events.iter().any(|e| e["reason"] == "Incompatible"
-                && e["message"].as_str().is_some_and(|m| m.contains(&reason))),
+            events
+                .iter()
+                .any(|e| e["reason"] == "Incompatible" && e["message"].as_str().is_some_and(|m| m.contains(&reason))),
             "an Incompatible event naming the rule"
         );
     }
     k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
-    wait_until("the Cluster deleted by CAPI", SLOW, || async {
-        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "edge").await;
     c.drop_namespace(&ns).await;
 }
 
@@ -486,21 +487,9 @@ async fn a_failed_move_is_rolled_back_and_capi_rebases_it_back(c: Arc<RealCluste
     const V3: &str = "inmemory-ferrol-1-35-v3";
     let k = c.admin().await;
     let ns = c.namespace("capi-rollback").await;
-    let _op = c.operator(
-        "rollback",
-        &[
-            format!("--default-source=dir:{}", releases_dir().display()),
-            format!("--allowed-directory-roots={}", releases_dir().display()),
-        ],
-    );
+    let _op = plain_operator(&c, "rollback");
     k.apply(&stack(&ns, &["v2", "v3"])).await;
-    for tag in [V2, V3] {
-        wait_until(&format!("{tag} ready"), SLOW, || async {
-            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
-            (r["status"]["ready"] == true).then_some(())
-        })
-        .await;
-    }
+    wait_ready(&k, &ns, &[V2, V3]).await;
     k.apply(&cluster(&ns, "edge", V2, "v1.35.4", "none")).await;
     wait_until("CAPI reconciled the topology on v2", SLOW, || async {
         let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
@@ -511,7 +500,7 @@ async fn a_failed_move_is_rolled_back_and_capi_rebases_it_back(c: Arc<RealCluste
         "spec": {"clusterStackRef": {"name": "ferrol"}, "target": "v3", "progressDeadline": "20s",
                  "failurePolicy": {"maxFailures": 0, "rollback": "Automatic"},
                  "healthCheck": {"expression": "'smoke' in cluster.metadata.labels"}}}))
-    .await;
+        .await;
     wait_until("the Cluster moved to v3", SLOW, || async {
         let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
         (cl["spec"]["topology"]["classRef"]["name"] == V3).then_some(())
@@ -526,9 +515,12 @@ async fn a_failed_move_is_rolled_back_and_capi_rebases_it_back(c: Arc<RealCluste
     assert_eq!(rollout["status"]["failedTargets"], json!([V3]), "{rollout:#}");
     let cl = wait_until("CAPI rebased the Cluster back on v2", SLOW, || async {
         let cl = k.get(CAPI, "Cluster", Some(&ns), "edge").await?;
+        // The condition's own observedGeneration: the Cluster controller observes the move
+        // before the topology controller has rebased anything.
+        let reconciled = condition(&cl, "TopologyReconciled")?;
         let back = cl["spec"]["topology"]["classRef"]["name"] == V2
-            && cl["status"]["observedGeneration"].as_i64() >= cl["metadata"]["generation"].as_i64()
-            && condition(&cl, "TopologyReconciled")?["status"] == "True";
+            && reconciled["observedGeneration"].as_i64() >= cl["metadata"]["generation"].as_i64()
+            && reconciled["status"] == "True";
         back.then_some(cl)
     })
     .await;
@@ -540,10 +532,120 @@ async fn a_failed_move_is_rolled_back_and_capi_rebases_it_back(c: Arc<RealCluste
     assert!(cloned_from.as_str().is_some_and(|n| n.starts_with(V2)), "cloned from {cloned_from} {kcp:#}");
 
     k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
-    wait_until("the Cluster deleted by CAPI", SLOW, || async {
-        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
+    wait_gone(&k, CAPI, "Cluster", &ns, "edge").await;
+    c.drop_namespace(&ns).await;
+}
+
+/// The operator with the committed releases and no hook server.
+fn plain_operator(c: &RealCluster, name: &str) -> support::real::RealOperator {
+    c.operator(
+        name,
+        &[
+            format!("--default-source=dir:{}", releases_dir().display()),
+            format!("--allowed-directory-roots={}", releases_dir().display()),
+        ],
+    )
+}
+
+async fn wait_ready(k: &Kube, ns: &str, tags: &[&str]) {
+    for tag in tags {
+        wait_until(&format!("{tag} ready"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRelease", Some(ns), tag).await?;
+            (r["status"]["ready"] == true).then_some(())
+        })
+        .await;
+    }
+}
+
+async fn wait_gone(k: &Kube, api_version: &str, kind: &str, ns: &str, name: &str) {
+    wait_until(&format!("{kind} {name} gone"), SLOW, || async {
+        k.get(api_version, kind, Some(ns), name).await.is_none().then_some(())
     })
     .await;
+}
+
+/// A Cluster deleted while its addons are being applied: its workload API server is frozen, so
+/// every apply hangs until the client's deadline. CAPI deletes the Cluster (nothing of ours holds
+/// it), its ClusterAddon goes with it and is not made again, and the operator carries on.
+async fn a_cluster_deleted_while_its_addons_apply_leaves_nothing_stuck(c: Arc<RealCluster>) {
+    let k = c.admin().await;
+    let ns = c.namespace("capi-delete").await;
+    let op = plain_operator(&c, "delete");
+    k.apply(&stack(&ns, &["v1"])).await;
+    wait_ready(&k, &ns, &[V1]).await;
+    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
+    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "doomed-addons", "namespace": ns},
+                    "data": {"value": encoded}}))
+        .await;
+    workload.pause(true);
+    k.apply(&cluster(&ns, "doomed", V1, "v1.35.0", "doomed-addons")).await;
+    wait_until("CAPI initialised the control plane and the addons are being applied", SLOW, || async {
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "doomed").await?;
+        let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-doomed").await?;
+        let applying = cl["status"]["initialization"]["controlPlaneInitialized"] == true
+            && condition(&a, "Ready").is_none_or(|r| r["reason"] != "WaitingForControlPlane");
+        applying.then_some(())
+    })
+    .await;
+    // The addon controller reacts at once and is now inside an apply that cannot finish.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    k.delete(CAPI, "Cluster", Some(&ns), "doomed").await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "doomed").await;
+    wait_gone(&k, CS, "ClusterAddon", &ns, "cluster-addon-doomed").await;
+    workload.pause(false);
+    // Past the workload client's 20 s deadline: the hung apply has ended and made nothing again.
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    assert!(k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-doomed").await.is_none(), "made again");
+    let release = k.get(CS, "ClusterStackRelease", Some(&ns), V1).await.expect("v1");
+    assert_eq!(release["status"]["ready"], true, "{release:#}");
+    assert!(!op.log().contains("panicked"), "{}", op.log());
+    c.drop_namespace(&ns).await;
+}
+
+/// A ClusterClass in use outlives the deletion of its stack and release: the release waits,
+/// saying which Cluster uses its class (CAPI's own webhook refuses to delete the class too), and
+/// once CAPI has deleted the Cluster the release's objects and its finalizer go.
+async fn a_class_in_use_is_kept_until_its_cluster_is_gone(c: Arc<RealCluster>) {
+    let k = c.admin().await;
+    let ns = c.namespace("capi-in-use").await;
+    let _op = plain_operator(&c, "in-use");
+    k.apply(&stack(&ns, &["v1"])).await;
+    wait_ready(&k, &ns, &[V1]).await;
+    k.apply(&cluster(&ns, "user", V1, "v1.35.0", "none")).await;
+    wait_until("CAPI reconciled the topology", SLOW, || async {
+        let cl = k.get(CAPI, "Cluster", Some(&ns), "user").await?;
+        (condition(&cl, "TopologyReconciled")?["status"] == "True").then_some(())
+    })
+    .await;
+
+    k.delete(CS, "ClusterStack", Some(&ns), "ferrol").await;
+    let release = wait_until("the release waiting for its Cluster", SLOW, || async {
+        let r = k.get(CS, "ClusterStackRelease", Some(&ns), V1).await?;
+        let ready = condition(&r, "Ready")?;
+        (r["metadata"]["deletionTimestamp"].is_string() && ready["reason"] == "InUse").then_some(r)
+    })
+    .await;
+    let message = condition(&release, "Ready").and_then(|c| c["message"].as_str().map(str::to_string));
+    assert_eq!(
+        message.as_deref(),
+        Some(format!("waiting to delete: ClusterClass {V1} is used by Cluster {ns}/user").as_str()),
+        "{release:#}"
+    );
+    let classes = k.api(CAPI, "ClusterClass", Some(&ns)).await;
+    let refused = classes.delete(V1, &Default::default()).await.expect_err("CAPI keeps a class in use");
+    assert!(
+        refused.to_string().contains("ClusterClass cannot be deleted because it is used by Cluster(s)"),
+        "{refused}"
+    );
+    assert!(k.get(CAPI, "ClusterClass", Some(&ns), V1).await.is_some());
+
+    k.delete(CAPI, "Cluster", Some(&ns), "user").await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "user").await;
+    wait_gone(&k, CS, "ClusterStackRelease", &ns, V1).await;
+    assert!(k.get(CAPI, "ClusterClass", Some(&ns), V1).await.is_none(), "the class went with its release");
+    let templates = k.list("infrastructure.cluster.x-k8s.io/v1beta2", "DevClusterTemplate", Some(&ns), None).await;
+    assert!(templates.is_empty(), "{templates:#?}");
     c.drop_namespace(&ns).await;
 }
 
@@ -554,6 +656,8 @@ fn main() -> std::process::ExitCode {
         a_rollout_moves_a_cluster_and_capi_rebases_it,
         a_move_capi_would_refuse_is_refused_first_naming_capis_rule,
         a_failed_move_is_rolled_back_and_capi_rebases_it_back,
+        a_cluster_deleted_while_its_addons_apply_leaves_nothing_stuck,
+        a_class_in_use_is_kept_until_its_cluster_is_gone,
     ];
     run_capi_scenarios("real_capi", &all, Duration::from_secs(600))
 }

@@ -416,25 +416,7 @@ fn cluster_addon_spec_changes(
 /// has observed the current generation and reports its topology reconciled (False while an
 /// upgrade is held or rolls out). `Err` says what is still missing.
 pub fn upgrade_finished(cluster: &CapiCluster) -> Result<(), String> {
-    let generation = cluster.metadata.generation.unwrap_or(0);
-    match cluster.status.observed_generation {
-        Some(g) if g >= generation => {}
-        observed => {
-            return Err(format!(
-                "its observedGeneration {} has not reached generation {generation}",
-                observed.unwrap_or(0)
-            ));
-        }
-    }
-    match cluster.status.conditions.iter().find(|c| c.type_ == "TopologyReconciled") {
-        Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(format!(
-            "TopologyReconciled is {} ({})",
-            c.status,
-            [c.reason.as_deref(), c.message.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(": ")
-        )),
-        None => Err("TopologyReconciled is not reported yet".into()),
-    }
+    cluster.condition_true_now("TopologyReconciled")
 }
 
 /// Which Cluster changes start a pass: only a change the pass reads (its spec, by generation;
@@ -507,6 +489,21 @@ mod tests {
         assert!(why.contains("TopologyReconciled is False") && why.contains("ClusterUpgrading"), "{why}");
         let silent = cluster(4, json!({}), json!({"observedGeneration": 4}));
         assert!(upgrade_finished(&silent).unwrap_err().contains("not reported"));
+        // The Cluster controller saw generation 4; the topology controller's True is still the
+        // one of generation 3 (seen on real CAPI after a rollback).
+        let stale = cluster(
+            4,
+            json!({}),
+            json!({"observedGeneration": 4, "conditions": [{"type": "TopologyReconciled", "status": "True", "observedGeneration": 3}]}),
+        );
+        let why = upgrade_finished(&stale).unwrap_err();
+        assert_eq!(why, "TopologyReconciled is not reported for generation 4 yet (it is for 3)");
+        let fresh = cluster(
+            4,
+            json!({}),
+            json!({"observedGeneration": 4, "conditions": [{"type": "TopologyReconciled", "status": "True", "observedGeneration": 4}]}),
+        );
+        assert_eq!(upgrade_finished(&fresh), Ok(()));
     }
 
     #[test]

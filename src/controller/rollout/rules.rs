@@ -7,7 +7,6 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::conditions::TRUE;
 use crate::api::{ClusterStackRollout, ClusterStackSpec};
 use crate::controller::runtime::clusters::CapiVersion;
 use crate::release::{KubernetesMinor, ReleaseId, StackVersion};
@@ -93,37 +92,12 @@ pub fn max_concurrent(value: Option<&IntOrString>, size: usize) -> usize {
 /// Whether a Cluster is healthy on the target: `Err` says what is missing.
 pub fn health(input: &ClusterInput<'_>, target_tag: &str, check: Option<&cel::Program>) -> Result<(), String> {
     let c = input.cluster;
-    let generation = c.metadata.generation.unwrap_or(0);
-    match c.status.observed_generation {
-        Some(g) if g >= generation => {}
-        observed => {
-            return Err(format!(
-                "observedGeneration {} has not reached generation {generation}",
-                observed.unwrap_or(0)
-            ));
-        }
-    }
     let ready = match c.version {
         CapiVersion::V1beta1 => "Ready",
         CapiVersion::V1beta2 => "Available",
     };
     for type_ in ["TopologyReconciled", ready] {
-        match c.condition(type_) {
-            Some(cond) if cond.status == TRUE => {}
-            Some(cond) => {
-                let why = [cond.reason.as_deref(), cond.message.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(": ");
-                return Err(format!(
-                    "{type_} is {}{}",
-                    cond.status,
-                    if why.is_empty() { String::new() } else { format!(" ({why})") }
-                ));
-            }
-            None => return Err(format!("{type_} is not reported yet")),
-        }
+        c.condition_true_now(type_)?;
     }
     if let Some(addon) = input.addon
         && addon.release.is_some()

@@ -158,6 +158,9 @@ pub struct ClusterCondition {
     pub reason: Option<String>,
     #[serde(default)]
     pub message: Option<String>,
+    /// The generation the condition was set for (v1beta2's metav1 conditions; v1beta1's have none).
+    #[serde(default, rename = "observedGeneration", skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -247,6 +250,38 @@ impl CapiCluster {
     /// `cluster.x-k8s.io/<version>`.
     pub fn api_version(&self) -> String {
         <Self as kube::Resource>::api_version(&self.version).into_owned()
+    }
+
+    /// Whether condition `type_` is True for the Cluster's current spec; `Err` says what is
+    /// missing. Cluster API's controllers observe a generation one after the other: the Cluster
+    /// controller may report `status.observedGeneration` for a new class while
+    /// `TopologyReconciled` is still the True of the class before. So both the status's and the
+    /// condition's own `observedGeneration` (v1beta2) must have reached the generation.
+    pub fn condition_true_now(&self, type_: &str) -> Result<(), String> {
+        let generation = self.metadata.generation.unwrap_or(0);
+        match self.status.observed_generation {
+            Some(g) if g >= generation => {}
+            observed => {
+                return Err(format!(
+                    "observedGeneration {} has not reached generation {generation}",
+                    observed.unwrap_or(0)
+                ));
+            }
+        }
+        let Some(cond) = self.status.conditions.iter().find(|c| c.type_ == type_) else {
+            return Err(format!("{type_} is not reported yet"));
+        };
+        if let Some(g) = cond.observed_generation
+            && g < generation
+        {
+            return Err(format!("{type_} is not reported for generation {generation} yet (it is for {g})"));
+        }
+        if cond.status == "True" {
+            return Ok(());
+        }
+        let why =
+            [cond.reason.as_deref(), cond.message.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(": ");
+        Err(format!("{type_} is {}{}", cond.status, if why.is_empty() { String::new() } else { format!(" ({why})") }))
     }
 }
 
