@@ -336,7 +336,9 @@ fn what_cluster_api_would_refuse_is_not_moved_and_named() {
         t.workers = serde_json::from_value(json!({"machineDeployments": [{"class": class, "name": "md-0"}]})).unwrap();
         c
     };
-    let table: Vec<(&str, Option<ClassShape>, Option<ClassShape>, CapiCluster, Option<&str>)> = vec![
+    /// (case, the Cluster's class, the target class, the Cluster, what CAPI would say).
+    type Case<'a> = (&'a str, Option<ClassShape>, Option<ClassShape>, CapiCluster, Option<&'a str>);
+    let table: Vec<Case<'_>> = vec![
         (
             "same kinds, worker class kept",
             class_with(DEV, &["default-worker"]),
