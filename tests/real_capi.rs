@@ -56,6 +56,10 @@ struct Hooks {
 }
 
 fn hooks(c: &RealCluster, name: &str) -> Hooks {
+    hooks_with_deadline(c, name, "10m")
+}
+
+fn hooks_with_deadline(c: &RealCluster, name: &str, deadline: &str) -> Hooks {
     let (ca, serving) =
         clusterstack::controlplane::pki::serving_pair("hooks CA", &["127.0.0.1"]).expect("hook certificates");
     let dir = c.scratch.path().join(format!("hooks-{name}"));
@@ -69,7 +73,7 @@ fn hooks(c: &RealCluster, name: &str) -> Hooks {
         format!("--hooks-addr=127.0.0.1:{port}"),
         format!("--hooks-cert-dir={}", dir.display()),
     ];
-    args.push("--hooks-hold-deadline=10m".into());
+    args.push(format!("--hooks-hold-deadline={deadline}"));
     Hooks { args, url: format!("https://127.0.0.1:{port}"), ca_pem: ca.cert }
 }
 
@@ -649,6 +653,69 @@ async fn a_class_in_use_is_kept_until_its_cluster_is_gone(c: Arc<RealCluster>) {
     c.drop_namespace(&ns).await;
 }
 
+/// An upgrade held past `--hooks-hold-deadline` is let through with what the docs promise: the
+/// addons cannot be applied (the workload API server stays frozen), CAPI is answered Retry until
+/// the deadline, then the hold ends with `holdResult: DeadlineExceeded` and a Warning Event
+/// `AddonUpgradeHoldExpired`, and CAPI upgrades the control plane.
+async fn an_upgrade_held_past_its_deadline_is_let_through_with_a_warning(c: Arc<RealCluster>) {
+    let k = c.admin().await;
+    let ns = c.namespace("capi-deadline").await;
+    let hooks = hooks_with_deadline(&c, "deadline", "20s");
+    let op = c.operator("deadline", &hooks.args);
+    register(&k, &format!("clusterstack-{ns}"), &ns, &hooks).await;
+    k.apply(&stack(&ns, &["v1", "v2"])).await;
+    wait_ready(&k, &ns, &[V1, V2]).await;
+    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
+    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-addons", "namespace": ns},
+                    "data": {"value": encoded}}))
+        .await;
+    k.apply(&cluster(&ns, "edge", V1, "v1.35.0", "edge-addons")).await;
+    wait_until("the ClusterAddon Ready on v1", SLOW, || async {
+        let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
+        (a["status"]["ready"] == true && a["status"]["release"] == V1).then_some(())
+    })
+    .await;
+
+    workload.pause(true);
+    let asked = std::time::Instant::now();
+    k.merge(
+        CAPI,
+        "Cluster",
+        Some(&ns),
+        "edge",
+        &json!({"spec": {"topology": {"classRef": {"name": V2}, "version": "v1.35.4"}}}),
+    )
+    .await
+    .expect("moving the Cluster");
+    wait_until("CAPI asked BeforeClusterUpgrade and was held", SLOW, || async {
+        (hook_calls(&op.metrics().await, "BeforeClusterUpgrade", "Retry") >= 1).then_some(())
+    })
+    .await;
+    let expired = wait_until("the hold ended at its deadline", SLOW, || async {
+        let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
+        (a["status"]["holdResult"] == "DeadlineExceeded").then_some(a)
+    })
+    .await;
+    assert!(asked.elapsed() >= Duration::from_secs(20), "not before the deadline: {:?}", asked.elapsed());
+    assert_ne!(expired["status"]["release"], V2, "the v2 addons could not be applied: {expired:#}");
+    wait_until("CAPI upgraded the control plane", SLOW, || async {
+        let kcp = k.list(KCP, "KubeadmControlPlane", Some(&ns), None).await;
+        (kcp.first()?["spec"]["version"] == "v1.35.4").then_some(())
+    })
+    .await;
+    let events = k.list("v1", "Event", Some(&ns), None).await;
+    assert!(
+        events.iter().any(|e| e["reason"] == "AddonUpgradeHoldExpired" && e["type"] == "Warning"),
+        "a Warning event AddonUpgradeHoldExpired"
+    );
+    workload.pause(false);
+    k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "edge").await;
+    k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
+    c.drop_namespace(&ns).await;
+}
+
 fn main() -> std::process::ExitCode {
     let all = support::real::scenarios![
         a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_held_for_them,
@@ -658,6 +725,7 @@ fn main() -> std::process::ExitCode {
         a_failed_move_is_rolled_back_and_capi_rebases_it_back,
         a_cluster_deleted_while_its_addons_apply_leaves_nothing_stuck,
         a_class_in_use_is_kept_until_its_cluster_is_gone,
+        an_upgrade_held_past_its_deadline_is_let_through_with_a_warning,
     ];
     run_capi_scenarios("real_capi", &all, Duration::from_secs(600))
 }
