@@ -135,7 +135,18 @@ async fn discovery_lists_the_hooks() {
     assert_eq!(r["status"], "Success");
     let hooks: Vec<&str> =
         r["handlers"].as_array().unwrap().iter().map(|h| h["requestHook"]["hook"].as_str().unwrap()).collect();
-    assert_eq!(hooks, ["AfterControlPlaneInitialized", "BeforeClusterUpgrade", "AfterClusterUpgrade"]);
+    assert_eq!(
+        hooks,
+        [
+            "AfterControlPlaneInitialized",
+            "BeforeClusterUpgrade",
+            "AfterClusterUpgrade",
+            "BeforeControlPlaneUpgrade",
+            "AfterControlPlaneUpgrade",
+            "BeforeWorkersUpgrade",
+            "AfterWorkersUpgrade"
+        ]
+    );
     // As CAPI's runtime client sends it: JSON with no Content-Type header, `?timeout=` added.
     let body = json!({"apiVersion": hooks::HOOKS_API, "kind": "AfterControlPlaneInitializedRequest", "cluster": cluster("docker-ferrol-1-27-v1", false)});
     let acpi: Value = h

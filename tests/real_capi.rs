@@ -148,7 +148,15 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
     let hooks = hooks(&c, "provision");
     let op = c.operator("capi", &hooks.args);
     let handlers = register(&k, &format!("clusterstack-{ns}"), &ns, &hooks).await;
-    for hook in ["after-control-plane-initialized", "before-cluster-upgrade", "after-cluster-upgrade"] {
+    for hook in [
+        "after-control-plane-initialized",
+        "before-cluster-upgrade",
+        "after-cluster-upgrade",
+        "before-control-plane-upgrade",
+        "after-control-plane-upgrade",
+        "before-workers-upgrade",
+        "after-workers-upgrade",
+    ] {
         assert!(handlers.iter().any(|h| h.starts_with(hook)), "CAPI discovered {handlers:?}");
     }
     k.apply(&stack(&ns, &["v1", "v2"])).await;
@@ -260,6 +268,11 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
         (hook_calls(&op.metrics().await, "AfterClusterUpgrade", "Success") >= 1).then_some(())
     })
     .await;
+    // The control plane's own steps of the upgrade (CAPI v1.12+), observed.
+    let metrics = op.metrics().await;
+    for hook in ["BeforeControlPlaneUpgrade", "AfterControlPlaneUpgrade"] {
+        assert!(hook_calls(&metrics, hook, "Success") >= 1, "CAPI called {hook}: {metrics}");
+    }
 
     k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
     wait_until("the Cluster deleted by CAPI", SLOW, || async {

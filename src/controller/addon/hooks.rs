@@ -3,6 +3,11 @@
 //! - `POST /hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery` (as CAPI calls it; GET too): the handlers below;
 //! - `POST .../afterControlPlaneInitialized/...`, `.../afterClusterUpgrade/...`: answered at once
 //!   (the ClusterAddon controller starts the stages from the Cluster watch);
+//! - the upgrade's steps CAPI v1.12+ announces (`beforeControlPlaneUpgrade`,
+//!   `afterControlPlaneUpgrade`, `beforeWorkersUpgrade`, `afterWorkersUpgrade`): answered at once
+//!   and counted in `clusterstack_hook_calls_total`, so an upgrade's progress shows in the
+//!   metrics; no stage format names them yet, so nothing is held there (failure policy `Ignore`:
+//!   an unreachable operator never stops an upgrade at those steps);
 //! - `POST .../beforeClusterUpgrade/...`: holds the upgrade (`retryAfterSeconds`) while the
 //!   ClusterAddon has not applied the addons of the Cluster's class, until the hold deadline,
 //!   after which the upgrade is let through with a Warning event and `status.holdResult`
@@ -90,6 +95,10 @@ pub fn discovery_response() -> Value {
             handler("after-control-plane-initialized", "AfterControlPlaneInitialized", "Ignore"),
             handler("before-cluster-upgrade", "BeforeClusterUpgrade", "Fail"),
             handler("after-cluster-upgrade", "AfterClusterUpgrade", "Ignore"),
+            handler("before-control-plane-upgrade", "BeforeControlPlaneUpgrade", "Ignore"),
+            handler("after-control-plane-upgrade", "AfterControlPlaneUpgrade", "Ignore"),
+            handler("before-workers-upgrade", "BeforeWorkersUpgrade", "Ignore"),
+            handler("after-workers-upgrade", "AfterWorkersUpgrade", "Ignore"),
         ]
     })
 }
@@ -109,8 +118,17 @@ fn response(kind: &str, status: &str, message: &str, retry: Option<i64>) -> Json
     Json(r)
 }
 
-/// The hooks named in `clusteraddon.yaml` and served here, as CAPI names them.
-const SERVED: [&str; 3] = ["AfterControlPlaneInitialized", "BeforeClusterUpgrade", "AfterClusterUpgrade"];
+/// The hooks served here, as CAPI names them: the three `clusteraddon.yaml` stages name, then the
+/// upgrade steps that are only observed.
+const SERVED: [&str; 7] = [
+    "AfterControlPlaneInitialized",
+    "BeforeClusterUpgrade",
+    "AfterClusterUpgrade",
+    "BeforeControlPlaneUpgrade",
+    "AfterControlPlaneUpgrade",
+    "BeforeWorkersUpgrade",
+    "AfterWorkersUpgrade",
+];
 
 async fn handle(
     State(state): State<Arc<HookState>>,
