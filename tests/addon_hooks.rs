@@ -144,7 +144,9 @@ async fn discovery_lists_the_hooks() {
             "BeforeControlPlaneUpgrade",
             "AfterControlPlaneUpgrade",
             "BeforeWorkersUpgrade",
-            "AfterWorkersUpgrade"
+            "AfterWorkersUpgrade",
+            "BeforeClusterCreate",
+            "BeforeClusterDelete"
         ]
     );
     // As CAPI's runtime client sends it: JSON with no Content-Type header, `?timeout=` added.

@@ -156,6 +156,8 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
         "after-control-plane-upgrade",
         "before-workers-upgrade",
         "after-workers-upgrade",
+        "before-cluster-create",
+        "before-cluster-delete",
     ] {
         assert!(handlers.iter().any(|h| h.starts_with(hook)), "CAPI discovered {handlers:?}");
     }
@@ -268,9 +270,10 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
         (hook_calls(&op.metrics().await, "AfterClusterUpgrade", "Success") >= 1).then_some(())
     })
     .await;
-    // The control plane's own steps of the upgrade (CAPI v1.12+), observed.
+    // The Cluster's creation and the control plane's own steps of the upgrade (CAPI v1.12+),
+    // observed.
     let metrics = op.metrics().await;
-    for hook in ["BeforeControlPlaneUpgrade", "AfterControlPlaneUpgrade"] {
+    for hook in ["BeforeClusterCreate", "BeforeControlPlaneUpgrade", "AfterControlPlaneUpgrade"] {
         assert!(hook_calls(&metrics, hook, "Success") >= 1, "CAPI called {hook}: {metrics}");
     }
 
@@ -279,6 +282,8 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
         k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
     })
     .await;
+    let metrics = op.metrics().await;
+    assert!(hook_calls(&metrics, "BeforeClusterDelete", "Success") >= 1, "CAPI called BeforeClusterDelete: {metrics}");
     k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
     // With the operator still running: our finalizers need it.
     c.drop_namespace(&ns).await;

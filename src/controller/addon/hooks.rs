@@ -8,6 +8,8 @@
 //!   and counted in `clusterstack_hook_calls_total`, so an upgrade's progress shows in the
 //!   metrics; no stage format names them yet, so nothing is held there (failure policy `Ignore`:
 //!   an unreachable operator never stops an upgrade at those steps);
+//! - `beforeClusterCreate`, `beforeClusterDelete`: likewise observed only, so that every
+//!   lifecycle hook the pinned CAPI (v1.14) calls reaches us and is counted;
 //! - `POST .../beforeClusterUpgrade/...`: holds the upgrade (`retryAfterSeconds`) while the
 //!   ClusterAddon has not applied the addons of the Cluster's class, until the hold deadline,
 //!   after which the upgrade is let through with a Warning event and `status.holdResult`
@@ -99,6 +101,8 @@ pub fn discovery_response() -> Value {
             handler("after-control-plane-upgrade", "AfterControlPlaneUpgrade", "Ignore"),
             handler("before-workers-upgrade", "BeforeWorkersUpgrade", "Ignore"),
             handler("after-workers-upgrade", "AfterWorkersUpgrade", "Ignore"),
+            handler("before-cluster-create", "BeforeClusterCreate", "Ignore"),
+            handler("before-cluster-delete", "BeforeClusterDelete", "Ignore"),
         ]
     })
 }
@@ -119,8 +123,8 @@ fn response(kind: &str, status: &str, message: &str, retry: Option<i64>) -> Json
 }
 
 /// The hooks served here, as CAPI names them: the three `clusteraddon.yaml` stages name, then the
-/// upgrade steps that are only observed.
-const SERVED: [&str; 7] = [
+/// ones only observed.
+const SERVED: [&str; 9] = [
     "AfterControlPlaneInitialized",
     "BeforeClusterUpgrade",
     "AfterClusterUpgrade",
@@ -128,6 +132,8 @@ const SERVED: [&str; 7] = [
     "AfterControlPlaneUpgrade",
     "BeforeWorkersUpgrade",
     "AfterWorkersUpgrade",
+    "BeforeClusterCreate",
+    "BeforeClusterDelete",
 ];
 
 async fn handle(
