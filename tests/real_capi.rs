@@ -136,6 +136,63 @@ fn applied_at(obj: &Value) -> String {
         .to_string()
 }
 
+/// The operator with the committed releases and no hook server.
+fn plain_operator(c: &RealCluster, name: &str) -> support::real::RealOperator {
+    c.operator(
+        name,
+        &[
+            format!("--default-source=dir:{}", releases_dir().display()),
+            format!("--allowed-directory-roots={}", releases_dir().display()),
+        ],
+    )
+}
+
+async fn wait_ready(k: &Kube, ns: &str, tags: &[&str]) {
+    for tag in tags {
+        wait_until(&format!("{tag} ready"), SLOW, || async {
+            let r = k.get(CS, "ClusterStackRelease", Some(ns), tag).await?;
+            (r["status"]["ready"] == true).then_some(())
+        })
+        .await;
+    }
+}
+
+async fn wait_gone(k: &Kube, api_version: &str, kind: &str, ns: &str, name: &str) {
+    wait_until(&format!("{kind} {name} gone"), SLOW, || async {
+        k.get(api_version, kind, Some(ns), name).await.is_none().then_some(())
+    })
+    .await;
+}
+
+/// A workload API server of its own for `ns` (same etcd, another key prefix), and the Secret
+/// `secret` holding its kubeconfig for the addons.
+async fn workload_for(c: &RealCluster, k: &Kube, ns: &str, secret: &str) -> clusterstack::controlplane::ExtraApiServer {
+    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
+    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret, "namespace": ns},
+                    "data": {"value": encoded}}))
+        .await;
+    workload
+}
+
+/// Moves the Cluster `edge` to v2 and Kubernetes v1.35.4, and waits until CAPI has asked
+/// BeforeClusterUpgrade and been told to retry.
+async fn upgrade_edge_to_v2_and_see_it_held(k: &Kube, op: &support::real::RealOperator, ns: &str) {
+    k.merge(
+        CAPI,
+        "Cluster",
+        Some(ns),
+        "edge",
+        &json!({"spec": {"topology": {"classRef": {"name": V2}, "version": "v1.35.4"}}}),
+    )
+    .await
+    .expect("moving the Cluster");
+    wait_until("CAPI asked BeforeClusterUpgrade and was held", SLOW, || async {
+        (hook_calls(&op.metrics().await, "BeforeClusterUpgrade", "Retry") >= 1).then_some(())
+    })
+    .await;
+}
+
 /// A Cluster of a released class: CAPI's webhooks accept it, its topology controller provisions
 /// it (control plane initialised by CAPI), CAPI calls our AfterControlPlaneInitialized hook and
 /// the addons land in the workload cluster. Then the Cluster moves to v2 with a new Kubernetes
@@ -162,25 +219,15 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
         assert!(handlers.iter().any(|h| h.starts_with(hook)), "CAPI discovered {handlers:?}");
     }
     k.apply(&stack(&ns, &["v1", "v2"])).await;
-    for tag in [V1, V2] {
-        wait_until(&format!("{tag} ready"), SLOW, || async {
-            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
-            (r["status"]["ready"] == true).then_some(())
-        })
-        .await;
-    }
+    wait_ready(&k, &ns, &[V1, V2]).await;
 
     // The workload cluster behind the Cluster, for the addons.
-    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
+    let workload = workload_for(&c, &k, &ns, "edge-addons").await;
     let wk = Kube::new(
         clusterstack::controller::addon::workload::client_from_kubeconfig(workload.kubeconfig())
             .await
             .expect("a workload client"),
     );
-    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
-    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-addons", "namespace": ns},
-                    "data": {"value": encoded}}))
-        .await;
     k.apply(&cluster(&ns, "edge", V1, "v1.35.0", "edge-addons")).await;
 
     // CAPI provisions it: the control plane initialised is CAPI's word, not ours.
@@ -215,19 +262,7 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
 
     // The upgrade: v2 and a new Kubernetes version, with the workload API server frozen.
     workload.pause(true);
-    k.merge(
-        CAPI,
-        "Cluster",
-        Some(&ns),
-        "edge",
-        &json!({"spec": {"topology": {"classRef": {"name": V2}, "version": "v1.35.4"}}}),
-    )
-    .await
-    .expect("moving the Cluster");
-    wait_until("CAPI asked BeforeClusterUpgrade and was held", SLOW, || async {
-        (hook_calls(&op.metrics().await, "BeforeClusterUpgrade", "Retry") >= 1).then_some(())
-    })
-    .await;
+    upgrade_edge_to_v2_and_see_it_held(&k, &op, &ns).await;
     let held = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await.expect("the ClusterAddon");
     assert!(held["status"]["holdStartedAt"].is_string(), "the hold is recorded: {held:#}");
     let kcp = k.list(KCP, "KubeadmControlPlane", Some(&ns), None).await;
@@ -278,10 +313,7 @@ async fn a_cluster_is_provisioned_by_capi_gets_its_addons_and_its_upgrade_is_hel
     }
 
     k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
-    wait_until("the Cluster deleted by CAPI", SLOW, || async {
-        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "edge").await;
     let metrics = op.metrics().await;
     assert!(hook_calls(&metrics, "BeforeClusterDelete", "Success") >= 1, "CAPI called BeforeClusterDelete: {metrics}");
     k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
@@ -297,11 +329,7 @@ async fn a_v1beta1_cluster_is_converted_and_provisioned(c: Arc<RealCluster>) {
     let ns = c.namespace("capi-v1beta1").await;
     let _op = c.operator("v1beta1", &hooks(&c, "v1beta1").args);
     k.apply(&stack(&ns, &["v1"])).await;
-    wait_until("v1 ready", SLOW, || async {
-        let r = k.get(CS, "ClusterStackRelease", Some(&ns), V1).await?;
-        (r["status"]["ready"] == true).then_some(())
-    })
-    .await;
+    wait_ready(&k, &ns, &[V1]).await;
     k.apply(&json!({
         "apiVersion": CAPI_V1BETA1, "kind": "Cluster",
         "metadata": {"name": "old", "namespace": ns},
@@ -329,10 +357,7 @@ async fn a_v1beta1_cluster_is_converted_and_provisioned(c: Arc<RealCluster>) {
     .await;
     assert_eq!(addon["spec"]["clusterRef"]["name"], "old", "{addon:#}");
     k.delete(CAPI, "Cluster", Some(&ns), "old").await;
-    wait_until("the Cluster deleted by CAPI", SLOW, || async {
-        k.get(CAPI, "Cluster", Some(&ns), "old").await.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "old").await;
     c.drop_namespace(&ns).await;
 }
 
@@ -346,18 +371,8 @@ async fn a_rollout_moves_a_cluster_and_capi_rebases_it(c: Arc<RealCluster>) {
     let op = c.operator("rollout", &hooks.args);
     register(&k, &format!("clusterstack-{ns}"), &ns, &hooks).await;
     k.apply(&stack(&ns, &["v1", "v2"])).await;
-    for tag in [V1, V2] {
-        wait_until(&format!("{tag} ready"), SLOW, || async {
-            let r = k.get(CS, "ClusterStackRelease", Some(&ns), tag).await?;
-            (r["status"]["ready"] == true).then_some(())
-        })
-        .await;
-    }
-    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
-    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-addons", "namespace": ns},
-                    "data": {"value": encoded}}))
-        .await;
+    wait_ready(&k, &ns, &[V1, V2]).await;
+    let _workload = workload_for(&c, &k, &ns, "edge-addons").await;
     k.apply(&cluster(&ns, "edge", V1, "v1.35.0", "edge-addons")).await;
     wait_until("the ClusterAddon Ready on v1", SLOW, || async {
         let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
@@ -391,10 +406,7 @@ async fn a_rollout_moves_a_cluster_and_capi_rebases_it(c: Arc<RealCluster>) {
     assert_eq!(addon["status"]["ready"], true, "{addon:#}");
 
     k.delete(CAPI, "Cluster", Some(&ns), "edge").await;
-    wait_until("the Cluster deleted by CAPI", SLOW, || async {
-        k.get(CAPI, "Cluster", Some(&ns), "edge").await.is_none().then_some(())
-    })
-    .await;
+    wait_gone(&k, CAPI, "Cluster", &ns, "edge").await;
     k.delete("runtime.cluster.x-k8s.io/v1beta2", "ExtensionConfig", None, &format!("clusterstack-{ns}")).await;
     c.drop_namespace(&ns).await;
     drop(op);
@@ -558,34 +570,6 @@ async fn a_failed_move_is_rolled_back_and_capi_rebases_it_back(c: Arc<RealCluste
     c.drop_namespace(&ns).await;
 }
 
-/// The operator with the committed releases and no hook server.
-fn plain_operator(c: &RealCluster, name: &str) -> support::real::RealOperator {
-    c.operator(
-        name,
-        &[
-            format!("--default-source=dir:{}", releases_dir().display()),
-            format!("--allowed-directory-roots={}", releases_dir().display()),
-        ],
-    )
-}
-
-async fn wait_ready(k: &Kube, ns: &str, tags: &[&str]) {
-    for tag in tags {
-        wait_until(&format!("{tag} ready"), SLOW, || async {
-            let r = k.get(CS, "ClusterStackRelease", Some(ns), tag).await?;
-            (r["status"]["ready"] == true).then_some(())
-        })
-        .await;
-    }
-}
-
-async fn wait_gone(k: &Kube, api_version: &str, kind: &str, ns: &str, name: &str) {
-    wait_until(&format!("{kind} {name} gone"), SLOW, || async {
-        k.get(api_version, kind, Some(ns), name).await.is_none().then_some(())
-    })
-    .await;
-}
-
 /// A Cluster deleted while its addons are being applied: its workload API server is frozen, so
 /// every apply hangs until the client's deadline. CAPI deletes the Cluster (nothing of ours holds
 /// it), its ClusterAddon goes with it and is not made again, and the operator carries on.
@@ -595,11 +579,7 @@ async fn a_cluster_deleted_while_its_addons_apply_leaves_nothing_stuck(c: Arc<Re
     let op = plain_operator(&c, "delete");
     k.apply(&stack(&ns, &["v1"])).await;
     wait_ready(&k, &ns, &[V1]).await;
-    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
-    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "doomed-addons", "namespace": ns},
-                    "data": {"value": encoded}}))
-        .await;
+    let workload = workload_for(&c, &k, &ns, "doomed-addons").await;
     workload.pause(true);
     k.apply(&cluster(&ns, "doomed", V1, "v1.35.0", "doomed-addons")).await;
     wait_until("CAPI initialised the control plane and the addons are being applied", SLOW, || async {
@@ -683,11 +663,7 @@ async fn an_upgrade_held_past_its_deadline_is_let_through_with_a_warning(c: Arc<
     register(&k, &format!("clusterstack-{ns}"), &ns, &hooks).await;
     k.apply(&stack(&ns, &["v1", "v2"])).await;
     wait_ready(&k, &ns, &[V1, V2]).await;
-    let workload = c.cp.start_extra_apiserver(&format!("workload-{ns}")).await.expect("a workload API server");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(workload.kubeconfig());
-    k.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "edge-addons", "namespace": ns},
-                    "data": {"value": encoded}}))
-        .await;
+    let workload = workload_for(&c, &k, &ns, "edge-addons").await;
     k.apply(&cluster(&ns, "edge", V1, "v1.35.0", "edge-addons")).await;
     wait_until("the ClusterAddon Ready on v1", SLOW, || async {
         let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
@@ -697,19 +673,7 @@ async fn an_upgrade_held_past_its_deadline_is_let_through_with_a_warning(c: Arc<
 
     workload.pause(true);
     let asked = std::time::Instant::now();
-    k.merge(
-        CAPI,
-        "Cluster",
-        Some(&ns),
-        "edge",
-        &json!({"spec": {"topology": {"classRef": {"name": V2}, "version": "v1.35.4"}}}),
-    )
-    .await
-    .expect("moving the Cluster");
-    wait_until("CAPI asked BeforeClusterUpgrade and was held", SLOW, || async {
-        (hook_calls(&op.metrics().await, "BeforeClusterUpgrade", "Retry") >= 1).then_some(())
-    })
-    .await;
+    upgrade_edge_to_v2_and_see_it_held(&k, &op, &ns).await;
     let expired = wait_until("the hold ended at its deadline", SLOW, || async {
         let a = k.get(CS, "ClusterAddon", Some(&ns), "cluster-addon-edge").await?;
         (a["status"]["holdResult"] == "DeadlineExceeded").then_some(a)
