@@ -239,3 +239,75 @@ async fn addon_renders_are_shared_per_release_and_values_but_never_random_ones()
     assert!(!std::sync::Arc::ptr_eq(&a1[0], &c[0]));
     assert_eq!(value(&a1, 0), value(&c, 0));
 }
+
+/// An addon whose CRD (streamed to the parent as soon as it is read, before any template runs)
+/// is followed by `template`.
+fn streaming_addon(bundle: &Path, template: &str) {
+    let dir = bundle.join("crdful");
+    std::fs::create_dir_all(dir.join("crds")).unwrap();
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(dir.join("Chart.yaml"), "apiVersion: v2\nname: crdful\nversion: 0.1.0\n").unwrap();
+    let description = "d".repeat(4096);
+    let crd = format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.example.com\nspec:\n  group: example.com\n  description: {description}\n"
+    );
+    std::fs::write(dir.join("crds/crd.yaml"), crd).unwrap();
+    std::fs::write(dir.join("templates/cm.yaml"), template).unwrap();
+}
+
+fn bare_addons_request(bundle: &Path) -> Request {
+    let mut request = addons_request(bundle);
+    request.addons.as_mut().unwrap().addon_values.clear();
+    request
+}
+
+/// Objects streamed ahead of the reply count only with it: an addon whose CRD was streamed and
+/// whose template then fails gives the template's error and no objects; one whose worker then
+/// runs out of memory gives the memory budget, not a reply cut short.
+#[tokio::test]
+async fn objects_streamed_before_a_failure_count_for_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    streaming_addon(dir.path(), "x: {{ fail \"no\" }}\n");
+    let Reply::Failed(message) = run_worker(&config(), &bare_addons_request(dir.path())).await.unwrap() else {
+        panic!("rendered")
+    };
+    assert!(message.contains("templates/cm.yaml") && message.contains("no"), "{message}");
+
+    let dir = tempfile::tempdir().unwrap();
+    streaming_addon(
+        dir.path(),
+        "{{ $a := list }}{{ range until 40 }}{{ $a = append $a (repeat 10000000 \"x\") }}{{ end }}x: {{ len $a }}\n",
+    );
+    let mut config = config();
+    config.address_space = 256 * 1024 * 1024;
+    let e = run_worker(&config, &bare_addons_request(dir.path())).await.expect_err("stopped");
+    assert!(e.contains("memory budget") && e.contains("256 MiB"), "{e}");
+}
+
+/// A reply over the parent's limit stops the worker at once (it would otherwise wait on a pipe
+/// nobody reads until the wall-time budget), whether the excess is a streamed object or the reply.
+#[tokio::test]
+async fn a_reply_over_the_limit_is_stopped_at_once_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // Past the pipe's capacity, so that the worker blocks writing unless it is stopped.
+    streaming_addon(
+        dir.path(),
+        "{{ range until 400 }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{{ . }}\ndata:\n  v: {{ repeat 8000 \"y\" }}\n{{ end }}",
+    );
+    let mut config = config();
+    config.wall = Duration::from_secs(30);
+    for max in [1000, 100_000] {
+        config.max_reply_bytes = max;
+        let started = std::time::Instant::now();
+        let e = run_worker(&config, &bare_addons_request(dir.path())).await.expect_err("over the limit");
+        assert!(e.contains("output budget") && e.contains(&format!("{max} bytes")), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10), "stopped after {:?}", started.elapsed());
+    }
+    config.max_reply_bytes = 64 * 1024 * 1024;
+    let Reply::Addons(addons) = run_worker(&config, &bare_addons_request(dir.path())).await.unwrap() else {
+        panic!("the worker failed")
+    };
+    let AddonRender::Rendered { chart, .. } = &addons[0] else { panic!("nothing was offered for reuse") };
+    assert_eq!(chart.objects.len(), 401);
+    assert_eq!(chart.objects[0].data["spec"]["description"].as_str().map(str::len), Some(4096));
+}

@@ -146,7 +146,7 @@ mod tests {
             objects: Vec::new(),
             unaccepted: Vec::new(),
             texts: Vec::new(),
-            json: Vec::new(),
+            streamed: Vec::new(),
         })
     }
 

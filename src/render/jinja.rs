@@ -68,7 +68,7 @@ pub(super) fn render_jinja_chart(chart_dir: &Path, ctx: &RenderContext) -> Resul
     }
     objects::check_duplicates(&objects, &sources)?;
     sort_for_apply(&mut objects);
-    Ok(RenderedChart { name: chart_name, objects, unaccepted: Vec::new(), texts: Vec::new(), json: Vec::new() })
+    Ok(RenderedChart { name: chart_name, objects, unaccepted: Vec::new(), texts: Vec::new(), streamed: Vec::new() })
 }
 
 /// Maps `f` over `items` on up to as many threads as there are CPUs, keeping

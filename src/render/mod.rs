@@ -107,9 +107,10 @@ pub struct RenderContext {
     /// `clusterstack render`, which prints them as helm does), building only the head of each
     /// object (`apiVersion`, `kind`, `metadata`); applying needs whole objects and no text.
     pub keep_text: bool,
-    /// Keep each object of a Helm chart whole as JSON only, in [`RenderedChart::json`], with only
-    /// its head in `objects` (the render worker, which sends the objects to its parent as JSON).
-    pub keep_json: bool,
+    /// Send each object of a Helm chart whole as JSON to this sink as soon as it is read, keeping
+    /// only its head in `objects` and the sink's number for it in [`RenderedChart::streamed`] (the
+    /// render worker, which streams the objects to its parent while it renders).
+    pub json_sink: Option<objects::JsonSink>,
 }
 
 impl RenderContext {
@@ -126,7 +127,7 @@ impl RenderContext {
             release_values: None,
             keep_unaccepted: false,
             keep_text: false,
-            keep_json: false,
+            json_sink: None,
         }
     }
 
@@ -243,12 +244,12 @@ pub struct RenderedChart {
     /// else empty).
     #[serde(default)]
     pub texts: Vec<DocumentText>,
-    /// Each object of `objects` whole as JSON, in their order (Helm charts rendered with
-    /// [`RenderContext::keep_json`], the render worker's, whose `objects` then hold only their
-    /// head; else empty): written in place of `objects` when the chart is serialised, so that the
-    /// worker's reply reads back into the whole objects.
+    /// The number the [`RenderContext::json_sink`] gave each object of `objects` when it sent it
+    /// whole, in their order (the render worker's; else empty): written in place of `objects`
+    /// when the chart is serialised, so that the worker's reply reads back into the whole objects
+    /// its parent has read meanwhile ([`objects::with_streamed`]).
     #[serde(skip)]
-    pub json: Vec<Box<serde_json::value::RawValue>>,
+    pub streamed: Vec<u64>,
 }
 
 impl serde::Serialize for RenderedChart {
@@ -257,10 +258,10 @@ impl serde::Serialize for RenderedChart {
         let texts = !self.texts.is_empty();
         let mut out = s.serialize_struct("RenderedChart", 3 + usize::from(texts))?;
         out.serialize_field("name", &self.name)?;
-        if self.json.is_empty() {
+        if self.streamed.is_empty() {
             out.serialize_field("objects", &self.objects)?;
         } else {
-            out.serialize_field("objects", &self.json)?;
+            out.serialize_field("objects", &self.streamed)?;
         }
         out.serialize_field("unaccepted", &self.unaccepted)?;
         if texts {
@@ -446,10 +447,10 @@ fn render_helm_with(
         ..gotmpl::ExecLimits::default()
     };
     opts.values = values;
-    let form = match (ctx.keep_text, ctx.keep_json) {
+    let form = match (ctx.keep_text, &ctx.json_sink) {
         (true, _) => objects::Form::Text,
-        (false, true) => objects::Form::Json,
-        (false, false) => objects::Form::Objects,
+        (false, Some(sink)) => objects::Form::Json(sink),
+        (false, None) => objects::Form::Objects,
     };
     objects::helm_objects(chart, &opts, true, form, env)
 }

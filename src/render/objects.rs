@@ -217,7 +217,7 @@ fn split_documents(output: &str) -> Vec<(usize, &str)> {
 /// Builds the object by hand: serde's derived `DynamicObject` deserialiser
 /// buffers the whole document for its flattened fields, which doubled the
 /// parsing time.
-fn into_dynamic_object(doc: serde_json::Value) -> Result<DynamicObject, String> {
+pub(crate) fn into_dynamic_object(doc: serde_json::Value) -> Result<DynamicObject, String> {
     let serde_json::Value::Object(mut map) = doc else { return Err("is not a mapping".into()) };
     let mut take_string = |field: &str| match map.remove(field) {
         Some(serde_json::Value::String(s)) => s,
@@ -237,7 +237,9 @@ fn into_dynamic_object(doc: serde_json::Value) -> Result<DynamicObject, String> 
 }
 
 /// Objects read as [`into_dynamic_object`] builds them, for the render worker's reply: serde's
-/// derived `DynamicObject` reader buffers every object whole for its flattened fields first.
+/// derived `DynamicObject` reader buffers every object whole for its flattened fields first. A
+/// number in place of an object is an object the worker streamed ahead of its reply, which the
+/// reader of the reply holds ([`with_streamed`]).
 pub(crate) fn deserialize_objects<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<DynamicObject>, D::Error> {
     struct Objects;
     impl<'de> serde::de::Visitor<'de> for Objects {
@@ -250,12 +252,44 @@ pub(crate) fn deserialize_objects<'de, D: serde::Deserializer<'de>>(d: D) -> Res
         fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
             while let Some(value) = seq.next_element::<serde_json::Value>()? {
-                out.push(into_dynamic_object(value).map_err(serde::de::Error::custom)?);
+                let object = match value {
+                    serde_json::Value::Number(n) => take_streamed(n.as_u64()),
+                    value => into_dynamic_object(value),
+                };
+                out.push(object.map_err(serde::de::Error::custom)?);
             }
             Ok(out)
         }
     }
     d.deserialize_seq(Objects)
+}
+
+/// Objects streamed ahead of a reply by number, each read (or not) as it came.
+pub(crate) type Streamed = HashMap<u64, Result<DynamicObject, String>>;
+
+thread_local! {
+    /// The streamed objects of the reply being read on this thread: serde's `deserialize_with`
+    /// takes no state, and the reply is read on one thread in one call ([`with_streamed`]).
+    static STREAMED: std::cell::RefCell<Option<Streamed>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `read` (which reads a reply) with `streamed` as the objects its numbers refer to; each
+/// can be taken once.
+pub(crate) fn with_streamed<T>(streamed: Streamed, read: impl FnOnce() -> T) -> T {
+    STREAMED.with(|s| *s.borrow_mut() = Some(streamed));
+    let out = read();
+    STREAMED.with(|s| *s.borrow_mut() = None);
+    out
+}
+
+/// A streamed object by its number: it must have been streamed, read, and not taken before.
+fn take_streamed(number: Option<u64>) -> Result<DynamicObject, String> {
+    let number = number.ok_or("an object's number is not a whole number")?;
+    STREAMED.with(|s| match s.borrow_mut().as_mut().and_then(|objects| objects.remove(&number)) {
+        Some(Ok(object)) => Ok(object),
+        Some(Err(message)) => Err(format!("streamed object {number}: {message}")),
+        None => Err(format!("streamed object {number} was never sent, or named twice")),
+    })
 }
 
 /// Fails when two objects share group, kind, namespace and name; `sources`
@@ -305,37 +339,63 @@ struct Read {
     read: Result<serde_json::Value, String>,
     /// Its text, when kept.
     text: Option<String>,
-    /// The whole document as JSON, when asked for ([`Form::Json`]; `read` is then its head).
-    json: Option<Box<serde_json::value::RawValue>>,
+    /// The number the sink gave the whole document, when sent ([`Form::Json`]; `read` is then
+    /// its head).
+    streamed: Option<u64>,
     size: usize,
 }
 
+/// Where the render worker sends each object whole as JSON as soon as it is read; the sink
+/// answers with the number its reader will know the object by. A sink that can no longer send
+/// remembers it and fails the render's reply itself (see `render::worker`).
+#[derive(Clone)]
+pub struct JsonSink(std::sync::Arc<dyn Fn(&serde_json::value::RawValue) -> u64 + Send + Sync>);
+
+impl JsonSink {
+    pub fn new(send: impl Fn(&serde_json::value::RawValue) -> u64 + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(send))
+    }
+}
+
+impl fmt::Debug for JsonSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("JsonSink")
+    }
+}
+
+impl PartialEq for JsonSink {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// What the render of a Helm chart keeps of each document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Form {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Form<'a> {
     /// The whole object (applying in process).
     Objects,
     /// The object's head and the document's text as helm prints it (`clusterstack render`).
     Text,
-    /// The object's head and the whole document as JSON (the render worker's reply): written on
-    /// the thread that read the document, whose tree is then let go, so that a large chart's
-    /// objects are never all held as trees at once (kube-prometheus-stack's CRDs take about
-    /// 12 MB so) and are not written out one after the other at the end.
-    Json,
+    /// The object's head, the whole document sent as JSON to the sink (the render worker's
+    /// reply): written on the thread that read the document, whose tree is then let go, so that
+    /// a large chart's objects are never all held at once, neither as trees nor as JSON
+    /// (kube-prometheus-stack's CRDs take about 12 MB as trees), and the worker's parent reads
+    /// them while the rest of the chart renders.
+    Json(&'a JsonSink),
 }
 
 /// The keys of a document that the checks, the order and the duplicate check read.
 const HEAD_KEYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
-/// A document read whole, cut to its head and written as JSON when it is a mapping (anything
-/// else is kept as read: it is an error or a document no API server accepts).
-fn read_json(text: &str) -> (Result<serde_json::Value, String>, Option<Box<serde_json::value::RawValue>>) {
+/// A document read whole, cut to its head and sent as JSON when it is a mapping (anything else
+/// is kept as read: it is an error or a document no API server accepts).
+fn read_json(text: &str, sink: &JsonSink) -> (Result<serde_json::Value, String>, Option<u64>) {
     match helm_render::yaml_to_json(text) {
         Ok(serde_json::Value::Object(mut map)) => {
             // Writing a value read from YAML cannot fail: its keys are strings, its numbers finite.
-            let json = serde_json::value::to_raw_value(&map).ok();
+            let sent = serde_json::value::to_raw_value(&map).ok().map(|json| (sink.0)(&json));
             map.retain(|k, _| HEAD_KEYS.contains(&k.as_str()));
-            (Ok(serde_json::Value::Object(map)), json)
+            (Ok(serde_json::Value::Object(map)), sent)
         }
         other => (other, None),
     }
@@ -366,7 +426,7 @@ pub(super) fn helm_objects(
     let read_printed = |text: &str| match form {
         Form::Objects => (helm_render::yaml_to_json(text), None),
         Form::Text => (helm_render::yaml_head(text), None),
-        Form::Json => read_json(text),
+        Form::Json(sink) => read_json(text, sink),
     };
     let keep_text = form == Form::Text;
     let (name, chart_label) = (chart.metadata.name.clone(), chart.label.clone());
@@ -385,10 +445,10 @@ pub(super) fn helm_objects(
                         if skip_tests && test {
                             continue;
                         }
-                        let (read, json) = read_printed(&m.content);
+                        let (read, streamed) = read_printed(&m.content);
                         let size = m.content.len();
                         let text = keep_text.then_some(m.content);
-                        out.push(Read { order, source: m.source, read, text, json, size });
+                        out.push(Read { order, source: m.source, read, text, streamed, size });
                     }
                     out
                 })
@@ -409,10 +469,10 @@ pub(super) fn helm_objects(
     let bytes = read.iter().map(|r| r.size).sum::<usize>();
     let (mut objects, mut sources, mut unaccepted, mut texts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut unaccepted_texts = Vec::new();
-    let mut json = Vec::new();
+    let mut streamed = Vec::new();
     // Documents per template, for `document N` in messages.
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for Read { source, read, text, json: whole, .. } in read {
+    for Read { source, read, text, streamed: sent, .. } in read {
         let inner = source.split_once('/').map(|(_, rest)| rest).unwrap_or(&source);
         let label = format!("{chart_label}/{inner}");
         let count = counts.entry(label.clone()).or_default();
@@ -424,7 +484,7 @@ pub(super) fn helm_objects(
                 objects.push(*object);
                 sources.push(label);
                 texts.extend(text);
-                json.extend(whole);
+                streamed.extend(sent);
             }
             HelmDocument::Unaccepted(document) => {
                 unaccepted.push(document);
@@ -440,21 +500,21 @@ pub(super) fn helm_objects(
             (objects, texts) = pairs.into_iter().unzip();
             texts.extend(unaccepted_texts);
         }
-        Form::Json => {
-            // Every object was read from a mapping, which `read_json` writes out.
-            if json.len() != objects.len() {
+        Form::Json(_) => {
+            // Every object was read from a mapping, which `read_json` sends.
+            if streamed.len() != objects.len() {
                 return Err(RenderError::Chart {
                     chart: chart_label,
                     message: "an object was read without its JSON (a bug)".into(),
                 });
             }
-            let mut pairs: Vec<_> = objects.into_iter().zip(json).collect();
+            let mut pairs: Vec<_> = objects.into_iter().zip(streamed).collect();
             crate::apply::sort_for_apply_by(&mut pairs, |(object, _)| object);
-            (objects, json) = pairs.into_iter().unzip();
+            (objects, streamed) = pairs.into_iter().unzip();
         }
         Form::Objects => crate::apply::sort_for_apply(&mut objects),
     }
-    Ok((RenderedChart { name, objects, unaccepted, texts, json }, bytes))
+    Ok((RenderedChart { name, objects, unaccepted, texts, streamed }, bytes))
 }
 
 #[cfg(test)]

@@ -458,9 +458,9 @@ fn helm_documents_are_read_as_go_yaml_and_non_objects_are_named() {
     assert!(matches!(err, RenderError::InvalidObject { index: 1, .. }), "{err}");
 }
 
-/// The render worker's form (each object kept whole as JSON, only its head as an object) reads
-/// back, as the parent reads the worker's reply, into the very objects an in-process render gives,
-/// in the same order: metadata written in any way `ObjectMeta` reads (nulls, empty maps, a
+/// The render worker's form (each object sent whole as JSON as it is read, only its head kept as
+/// an object, its number in the reply) reads back, as the parent reads the worker's stream and
+/// reply, into the very objects an in-process render gives, in the same order: metadata written in any way `ObjectMeta` reads (nulls, empty maps, a
 /// timestamp), numbers, YAML 1.1 scalars, text needing escapes, `crds/` files.
 #[test]
 fn objects_kept_as_json_read_back_into_the_same_objects() {
@@ -483,12 +483,30 @@ fn objects_kept_as_json_read_back_into_the_same_objects() {
     let ctx = ctx().with_cluster(wl_cluster()).with_kube_version("v1.30.4");
     let whole = render_addons(dir.path(), &ctx).unwrap();
     let mut json_ctx = ctx.clone();
-    json_ctx.keep_json = true;
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = sent.clone();
+    json_ctx.json_sink = Some(objects::JsonSink::new(move |json| {
+        let mut sent = sink.lock().unwrap();
+        sent.push(json.get().to_string());
+        sent.len() as u64 - 1
+    }));
     let kept = render_addons(dir.path(), &json_ctx).unwrap();
-    assert_eq!(kept[0].json.len(), 4);
+    assert_eq!(kept[0].streamed.len(), 4);
     assert!(kept[0].objects.iter().all(|o| o.data.as_object().is_some_and(|m| m.is_empty())), "heads only");
-    let read: Vec<RenderedChart> = serde_json::from_slice(&serde_json::to_vec(&kept).unwrap()).unwrap();
+    let streamed: objects::Streamed = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(n, json)| (n as u64, objects::into_dynamic_object(serde_json::from_str(json).unwrap())))
+        .collect();
+    let reply = serde_json::to_vec(&kept).unwrap();
+    let read: Vec<RenderedChart> = objects::with_streamed(streamed, || serde_json::from_slice(&reply)).unwrap();
     assert_eq!(read[0].objects.len(), 4);
+    // Each number takes its object once.
+    let twice =
+        objects::with_streamed(objects::Streamed::new(), || serde_json::from_slice::<Vec<RenderedChart>>(&reply));
+    assert!(twice.unwrap_err().to_string().contains("never sent, or named twice"));
     assert_eq!(serde_json::to_value(&whole).unwrap(), serde_json::to_value(&read).unwrap());
     let names: Vec<_> = read[0].objects.iter().map(|o| o.metadata.name.clone().unwrap()).collect();
     assert_eq!(names, ["others.example.com", "things.example.com", "wl-1", "d"]);

@@ -12,9 +12,16 @@
 //! it reads back; whatever kills the worker becomes a [`RenderError::Sandbox`]
 //! naming the release and the budget.
 //!
-//! Protocol: one JSON [`Request`] on the worker's stdin, one JSON [`Reply`]
-//! on its stdout, then the worker exits. Renders of different releases run
-//! in parallel, at most [`SandboxConfig::parallel`] at once.
+//! Protocol: one JSON [`Request`] on the worker's stdin; on its stdout, the
+//! objects of an addon render as the worker reads them, each a frame
+//! `O<length>\n<the object as JSON>`, then `R\n` and one JSON [`Reply`] to the
+//! end, where a number stands for the object streamed under it (counted from
+//! 0); then the worker exits. The parent reads each object while the worker
+//! renders the rest, so reading a large chart's reply (kube-prometheus-stack:
+//! 3.1 MB) no longer waits for the render to end, and the worker holds no
+//! object once sent. Nothing streamed counts until the reply has been read
+//! and the worker has exited cleanly. Renders of different releases run in
+//! parallel, at most [`SandboxConfig::parallel`] at once.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -26,6 +33,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::addons::{AddonRender, check_addons, render_addons_reusing};
 use super::cache::{ReleaseKey, RenderCache};
+use super::objects::{JsonSink, Streamed};
 use super::{ClusterObjects, RenderContext, RenderError, RenderLimits, RenderedChart, render_cluster_class};
 
 /// The hidden subcommand the worker runs as.
@@ -255,26 +263,37 @@ pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Rep
     }
     let mut child = command.spawn().map_err(|e| format!("cannot start the render worker: {e}"))?;
     let mut stdin = child.stdin.take().ok_or("the render worker has no stdin")?;
-    let mut stdout = child.stdout.take().ok_or("the render worker has no stdout")?;
+    let stdout = child.stdout.take().ok_or("the render worker has no stdout")?;
     let mut stderr = child.stderr.take().ok_or("the render worker has no stderr")?;
     widen_pipe(&stdout);
+    let stdout = blocking_file(stdout).map_err(|e| format!("reading from the render worker: {e}"))?;
+    // The reply is read, and its objects parsed, on a thread of its own as the worker writes
+    // them: parsing a large chart's objects is work the operator would otherwise start only
+    // once the worker has ended.
     let max = config.max_reply_bytes;
+    let reading = tokio::task::spawn_blocking(move || read_reply(stdout, max));
     let work = async {
         stdin.write_all(&input).await.map_err(|e| format!("writing to the render worker: {e}"))?;
         drop(stdin);
-        let mut out = Vec::new();
         let mut err = Vec::new();
-        let mut out_reader = (&mut stdout).take(max as u64 + 1);
         let mut err_reader = (&mut stderr).take(4096);
-        let (read_out, _) = tokio::join!(out_reader.read_to_end(&mut out), err_reader.read_to_end(&mut err));
-        read_out.map_err(|e| format!("reading from the render worker: {e}"))?;
-        if out.len() > max {
+        let read_out = async {
+            let read = reading.await.unwrap_or_else(|e| Err(ReadError::Unreadable(format!("the reader failed: {e}"))));
+            // A worker whose reply is over the limit is stopped now: it would wait on a pipe
+            // nobody reads, and its stderr would never end.
+            if let Err(ReadError::OverLimit) = read {
+                let _ = child.start_kill();
+            }
+            read
+        };
+        let (read, _) = tokio::join!(read_out, err_reader.read_to_end(&mut err));
+        if let Err(ReadError::OverLimit) = read {
             return Err(format!("the render's output is over the limit of {max} bytes (output budget)"));
         }
         let status = child.wait().await.map_err(|e| format!("waiting for the render worker: {e}"))?;
-        Ok::<_, String>((status, out, err))
+        Ok::<_, String>((status, read, err))
     };
-    let (status, out, err) = match tokio::time::timeout(config.wall, work).await {
+    let (status, read, err) = match tokio::time::timeout(config.wall, work).await {
         Ok(r) => r?,
         Err(_) => {
             return Err(format!(
@@ -283,10 +302,81 @@ pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Rep
             ));
         }
     };
+    // Whatever the worker sent counts only once it has exited cleanly.
     if !status.success() {
         return Err(describe_exit(config, status, &err));
     }
-    serde_json::from_slice(&out).map_err(|e| format!("the render worker's reply is unreadable: {e}"))
+    read.map_err(|e| match e {
+        ReadError::OverLimit => format!("the render's output is over the limit of {max} bytes (output budget)"),
+        ReadError::Unreadable(m) => format!("the render worker's reply is unreadable: {m}"),
+    })
+}
+
+/// Why a worker's reply could not be read.
+enum ReadError {
+    /// It is longer than the parent reads.
+    OverLimit,
+    Unreadable(String),
+}
+
+/// Reads the worker's stdout (see the protocol at the top): the streamed objects, each parsed
+/// as it comes, then the reply, whose numbers take them. At most `max` bytes are read.
+fn read_reply(stdout: std::fs::File, max: usize) -> Result<Reply, ReadError> {
+    use std::io::{BufRead as _, Read as _};
+    let bad = |m: String| ReadError::Unreadable(m);
+    let mut input = std::io::BufReader::with_capacity(1 << 16, stdout);
+    let (mut streamed, mut total, mut buf) = (Streamed::new(), 0usize, Vec::new());
+    loop {
+        let mut header = Vec::new();
+        (&mut input).take(24).read_until(b'\n', &mut header).map_err(|e| bad(e.to_string()))?;
+        total += header.len();
+        match header.as_slice() {
+            b"R\n" => {
+                buf.clear();
+                (&mut input)
+                    .take((max.saturating_sub(total) + 1) as u64)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| bad(e.to_string()))?;
+                if total + buf.len() > max {
+                    return Err(ReadError::OverLimit);
+                }
+                return super::objects::with_streamed(streamed, || serde_json::from_slice(&buf))
+                    .map_err(|e| bad(e.to_string()));
+            }
+            [b'O', length @ .., b'\n'] => {
+                let length: usize = std::str::from_utf8(length)
+                    .ok()
+                    .and_then(|l| l.parse().ok())
+                    .ok_or_else(|| bad(format!("a frame's header is {:?}", String::from_utf8_lossy(&header))))?;
+                total = total.saturating_add(length);
+                if total > max {
+                    return Err(ReadError::OverLimit);
+                }
+                buf.resize(length, 0);
+                input.read_exact(&mut buf).map_err(|e| bad(format!("an object ends early: {e}")))?;
+                let object = serde_json::from_slice(&buf)
+                    .map_err(|e| e.to_string())
+                    .and_then(super::objects::into_dynamic_object);
+                streamed.insert(streamed.len() as u64, object);
+            }
+            [] => return Err(bad("it ends before the reply".into())),
+            _ => return Err(bad(format!("a frame's header is {:?}", String::from_utf8_lossy(&header)))),
+        }
+    }
+}
+
+/// The worker's stdout as a file read on a blocking thread: tokio made the pipe non-blocking.
+fn blocking_file(stdout: tokio::process::ChildStdout) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd as _;
+    let fd = stdout.into_owned_fd()?;
+    // SAFETY: fcntl on a descriptor this process owns, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(std::fs::File::from(fd))
 }
 
 /// Lets the reply's pipe hold 1 MiB (Linux's default most) instead of 64 KiB: a large chart's
@@ -333,15 +423,59 @@ fn describe_exit(config: &SandboxConfig, status: std::process::ExitStatus, stder
     }
 }
 
-/// The worker's side: reads a [`Request`] from stdin, renders, writes the
-/// [`Reply`] to stdout. Runs before any runtime or logging is set up.
+/// The worker's stdout (see the protocol at the top), shared by the threads that read documents.
+struct Stream {
+    out: std::sync::Mutex<StreamState>,
+}
+
+struct StreamState {
+    /// Taken when the reply is written, which closes the pipe.
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    /// The number of the next object sent.
+    next: u64,
+    /// A write failed: the parent is gone or stopped reading, and the worker fails.
+    failed: bool,
+}
+
+impl Stream {
+    fn send(&self, json: &serde_json::value::RawValue) -> u64 {
+        use std::io::Write as _;
+        let mut state = crate::util::lock(&self.out);
+        let number = state.next;
+        state.next += 1;
+        let json = json.get();
+        let written = match state.out.as_mut() {
+            Some(out) => writeln!(out, "O{}", json.len()).and_then(|()| out.write_all(json.as_bytes())),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        };
+        state.failed |= written.is_err();
+        number
+    }
+}
+
+/// The worker's side: reads a [`Request`] from stdin, renders (streaming an addon render's
+/// objects as it reads them), writes the [`Reply`] to stdout. Runs before any runtime or logging
+/// is set up.
 pub fn serve() -> std::process::ExitCode {
     use std::io::{Read as _, Write as _};
+    use std::os::fd::FromRawFd as _;
     helm_render::render_once_then_exit();
     let mut input = Vec::new();
     if std::io::stdin().read_to_end(&mut input).is_err() {
         return std::process::ExitCode::FAILURE;
     }
+    // SAFETY: descriptor 1 is the pipe the parent reads, open for the process's life, and
+    // nothing else in the worker writes to it (std's `stdout()` is never used). Owning it lets
+    // the worker close it as soon as the reply is written: the parent sees the end then, not
+    // after the worker has torn its memory down.
+    let stdout = unsafe { std::fs::File::from_raw_fd(1) };
+    let stream = Arc::new(Stream {
+        out: std::sync::Mutex::new(StreamState {
+            out: Some(std::io::BufWriter::with_capacity(1 << 16, stdout)),
+            next: 0,
+            failed: false,
+        }),
+    });
     let reply = match serde_json::from_slice::<Request>(&input) {
         Ok(r) => {
             let mut ctx = RenderContext {
@@ -356,7 +490,7 @@ pub fn serve() -> std::process::ExitCode {
                 // The operator applies what the worker renders: never keep what no API server accepts.
                 keep_unaccepted: false,
                 keep_text: false,
-                keep_json: false,
+                json_sink: None,
             };
             ctx.limits.max_output_bytes = r.max_output_bytes;
             match r.addons {
@@ -364,8 +498,8 @@ pub fn serve() -> std::process::ExitCode {
                     ctx.cluster = Some(job.cluster);
                     ctx.addon_values = job.addon_values;
                     ctx.release_values = job.release_values;
-                    // The objects go to the parent as JSON: each written as it is read.
-                    ctx.keep_json = true;
+                    let sink = stream.clone();
+                    ctx.json_sink = Some(JsonSink::new(move |json| sink.send(json)));
                     let reuse: std::collections::HashSet<(String, String)> = job.reuse.into_iter().collect();
                     let offered = |key: &str, values: &str| reuse.contains(&(key.to_string(), values.to_string()));
                     match render_addons_reusing(&r.chart_dir, &ctx, &offered) {
@@ -381,15 +515,101 @@ pub fn serve() -> std::process::ExitCode {
         }
         Err(e) => Reply::Failed(format!("unreadable request: {e}")),
     };
-    // Written as it is serialised, not gathered first: a large chart's reply is megabytes.
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let written = serde_json::to_writer(&mut out, &reply).map_err(std::io::Error::from).and_then(|()| out.flush());
-    drop(out);
-    // The process ends now and the parent reads until it has: freeing every object first
-    // (a tenth of a large chart's render) would only keep it waiting.
+    let mut state = crate::util::lock(&stream.out);
+    // Written as it is serialised, not gathered first: a class's reply is its objects. Dropping
+    // the writer closes the pipe: the parent reads to its end while this process exits.
+    let written = match state.out.take() {
+        Some(mut out) => out
+            .write_all(b"R\n")
+            .and_then(|()| serde_json::to_writer(&mut out, &reply).map_err(std::io::Error::from))
+            .and_then(|()| out.flush()),
+        None => Err(std::io::ErrorKind::BrokenPipe.into()),
+    };
+    let failed = state.failed || written.is_err();
+    drop(state);
+    // The process ends now: freeing every object first (a tenth of a large chart's render)
+    // would only keep it waiting.
     std::mem::forget(reply);
-    match written {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(_) => std::process::ExitCode::FAILURE,
+    if failed { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(stream: &[u8], max: usize) -> Result<Reply, String> {
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, stream).unwrap();
+        std::io::Seek::rewind(&mut file).unwrap();
+        read_reply(file, max).map_err(|e| match e {
+            ReadError::OverLimit => "over the limit".to_string(),
+            ReadError::Unreadable(m) => m,
+        })
+    }
+
+    fn stream(objects: &[&str], reply: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        for o in objects {
+            out.extend(format!("O{}\n{o}", o.len()).bytes());
+        }
+        out.extend(format!("R\n{reply}").bytes());
+        out
+    }
+
+    const CM: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}"#;
+
+    fn chart_reply(objects: &str) -> String {
+        format!(
+            r#"{{"Addons":[{{"Rendered":{{"key":"k","chart":{{"name":"k","objects":{objects},"unaccepted":[]}},"values":null,"shareable":false,"bytes":1}}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn streamed_objects_take_their_numbers_in_the_reply() {
+        let other = CM.replace(r#""a""#, r#""b""#);
+        let Reply::Addons(addons) = read(&stream(&[CM, &other], &chart_reply("[1,0]")), 1 << 20).unwrap() else {
+            panic!("addons")
+        };
+        let AddonRender::Rendered { chart, .. } = &addons[0] else { panic!("rendered") };
+        let names: Vec<_> = chart.objects.iter().map(|o| o.metadata.name.as_deref().unwrap()).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(chart.objects[1].data["data"]["k"], "v");
+        // Objects inline, as a class's reply has them, read as before.
+        assert!(read(&stream(&[], &chart_reply(&format!("[{CM}]"))), 1 << 20).is_ok());
+    }
+
+    #[test]
+    fn a_stream_that_breaks_its_rules_is_unreadable() {
+        let cases = [
+            (stream(&[CM], &chart_reply("[1]")), "never sent, or named twice"),
+            (stream(&[CM], &chart_reply("[0,0]")), "never sent, or named twice"),
+            (stream(&["[1,2]"], &chart_reply("[0]")), "streamed object 0: is not a mapping"),
+            (stream(&[r#"{"metadata":{"name":1}}"#], &chart_reply("[0]")), "streamed object 0: metadata"),
+            (stream(&["{\"a\":"], &chart_reply("[0]")), "streamed object 0: EOF"),
+            (format!("O{}\n{CM}", CM.len() + 10).into_bytes(), "an object ends early"),
+            (format!("O{}\n{CM}", CM.len()).into_bytes(), "ends before the reply"),
+            (b"X1\n{}".to_vec(), "a frame's header is \"X1\\n\""),
+            (b"O-1\n".to_vec(), "a frame's header is \"O-1\\n\""),
+            (vec![b'O'; 100], "a frame's header is"),
+            (stream(&[], "{\"Addons\":"), "EOF while parsing"),
+        ];
+        for (input, expected) in cases {
+            let e =
+                read(&input, 1 << 20).err().unwrap_or_else(|| panic!("{:?} was read", String::from_utf8_lossy(&input)));
+            assert!(e.contains(expected), "{:?}: {e}", String::from_utf8_lossy(&input));
+        }
+    }
+
+    #[test]
+    fn a_stream_past_the_limit_is_over_it_wherever_it_goes_past() {
+        let reply = chart_reply("[0]");
+        let whole = stream(&[CM], &reply);
+        assert!(read(&whole, whole.len()).is_ok());
+        for max in [1, CM.len(), whole.len() - reply.len(), whole.len() - 1] {
+            assert_eq!(read(&whole, max).err().as_deref(), Some("over the limit"), "limit {max}");
+        }
+        // A header claiming more than the limit is over it before anything is read.
+        assert_eq!(read(b"O99999999999\n", 1 << 20).err().as_deref(), Some("over the limit"));
+        assert_eq!(read(format!("O{}\n", usize::MAX).as_bytes(), 1 << 20).err().as_deref(), Some("over the limit"));
     }
 }

@@ -104,7 +104,10 @@ fn open_file(path: &Path) -> std::io::Result<File> {
 /// Reads a file of at most [`MAX_FILE_BYTES`], whatever size it had when it was listed.
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     let file = open_file(path).map_err(|e| format!("cannot read: {e}"))?;
-    let mut data = Vec::new();
+    // Room for the whole file at once: behind `take`, `read_to_end` knows no size and grows the
+    // buffer by doubling (a fifth of reading a large chart's files went to copying so).
+    let size = file.metadata().map_or(0, |m| m.len()).min(MAX_FILE_BYTES);
+    let mut data = Vec::with_capacity(size as usize + 1);
     file.take(MAX_FILE_BYTES + 1).read_to_end(&mut data).map_err(|e| format!("cannot read: {e}"))?;
     if data.len() as u64 > MAX_FILE_BYTES {
         return Err(format!("exceeds the limit of {MAX_FILE_BYTES} bytes"));

@@ -13,8 +13,11 @@ pub fn read_values(text: &str) -> Result<Map<String, Value>, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Map::new();
     for (index, doc) in documents(text).into_iter().enumerate() {
-        let value = crate::goyaml::yaml_to_value(doc).map_err(|e| at_document(index, &e))?;
-        match value.to_json() {
+        // What `yaml_to_value(doc)?.to_json()` gives (goyaml's tests hold them equal), through the
+        // fast reader where it can: a chart's values are read before anything renders, and
+        // kube-prometheus-stack's 180 KB take 5 ms through the general reader, 1 ms through it.
+        let value = crate::goyaml::yaml_to_json(doc).map_err(|e| at_document(index, &e))?;
+        match value {
             Value::Null => {}
             Value::Object(map) => merge_over(&mut out, map),
             other => {
