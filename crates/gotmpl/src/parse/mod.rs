@@ -24,7 +24,7 @@ pub struct Tree {
     pub parse_name: Arc<str>,
     /// That file's text, for line and column numbers.
     pub text: Arc<str>,
-    pub root: Vec<Node>,
+    pub root: Box<[Node]>,
 }
 
 impl Tree {
@@ -47,33 +47,41 @@ pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
 }
 
 pub enum Node {
-    Text(Arc<str>),
+    /// Text as written: a range of the tree's `text` (start, end), which the tree holds anyway;
+    /// a copy of its own for each would double a chart's templates in memory.
+    Text(u32, u32),
     Action(Pipe),
     If(Box<Control>),
     Range(Box<Control>),
     With(Box<Control>),
-    Template { pos: u32, name: Arc<str>, pipe: Option<Pipe> },
+    Template {
+        pos: u32,
+        name: Arc<str>,
+        pipe: Option<Pipe>,
+    },
     Break,
     Continue,
 }
 
+// Lists are boxed slices, sized once parsed: a chart's templates make hundreds of thousands of
+// them, most of one element, where a `Vec` would hold room for four.
 pub struct Control {
     pub pos: u32,
     pub pipe: Pipe,
-    pub list: Vec<Node>,
-    pub else_list: Option<Vec<Node>>,
+    pub list: Box<[Node]>,
+    pub else_list: Option<Box<[Node]>>,
 }
 
 pub struct Pipe {
     pub pos: u32,
     pub is_assign: bool,
-    pub decl: Vec<Arc<str>>,
-    pub cmds: Vec<Cmd>,
+    pub decl: Box<[Arc<str>]>,
+    pub cmds: Box<[Cmd]>,
 }
 
 pub struct Cmd {
     pub pos: u32,
-    pub args: Vec<Arg>,
+    pub args: Box<[Arg]>,
 }
 
 /// A function an identifier names, resolved when parsing.
@@ -98,13 +106,13 @@ pub enum Arg {
     Number(u32, Box<Number>),
     /// (pos, quoted text as written, value)
     String(u32, Arc<str>, Arc<str>),
-    Field(u32, Vec<Arc<str>>),
+    Field(u32, Box<[Arc<str>]>),
     /// `$x.a.b`: name (with `$`), then fields.
-    Variable(u32, Arc<str>, Vec<Arc<str>>),
+    Variable(u32, Arc<str>, Box<[Arc<str>]>),
     Identifier(u32, Arc<str>, Callee),
     Pipe(Box<Pipe>),
     /// `(pipeline).a.b`
-    Chain(u32, Box<Arg>, Vec<Arc<str>>),
+    Chain(u32, Box<Arg>, Box<[Arc<str>]>),
 }
 
 impl Arg {
@@ -227,7 +235,7 @@ impl Templates {
         let parsed = parse(name, name, text, funcs)?;
         let trees = Arc::make_mut(&mut self.trees);
         for (n, tree) in parsed {
-            if tree.root.iter().all(is_empty_node)
+            if tree.root.iter().all(|n| is_empty_node(&tree.text, n))
                 && let Some(old) = trees.get(&n)
                 && !old.root.is_empty()
             {
@@ -254,9 +262,9 @@ impl Templates {
     }
 }
 
-fn is_empty_node(n: &Node) -> bool {
+fn is_empty_node(text: &str, n: &Node) -> bool {
     match n {
-        Node::Text(t) => t.trim().is_empty(),
+        Node::Text(start, end) => text[*start as usize..*end as usize].trim().is_empty(),
         _ => false,
     }
 }

@@ -9,6 +9,18 @@ pub(crate) type Named = (Arc<str>, Arc<Tree>);
 /// Parses `text` as template `name` from file `parse_name`: the template
 /// itself and every template it defines.
 pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -> Result<Vec<Named>, TemplateError> {
+    // Positions and texts are kept as 32-bit offsets into `text`.
+    if u32::try_from(text.len()).is_err() {
+        return Err(TemplateError {
+            template: parse_name.to_string(),
+            line: 0,
+            column: 0,
+            kind: TemplateErrorKind::Parse,
+            detail: "template is larger than 4 GiB".into(),
+            message: "template is larger than 4 GiB".into(),
+            origin: None,
+        });
+    }
     let (tokens, lex_error) = lex(text);
     let text_arc: Arc<str> = Arc::from(text);
     let parse_name: Arc<str> = Arc::from(parse_name);
@@ -19,18 +31,27 @@ pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -
         text,
         parse_name: parse_name.clone(),
         funcs,
-        vars: vec![Arc::from("$")],
+        vars: Vec::new(),
         range_depth: 0,
         defined: Vec::new(),
         last_pos: 0,
+        shared: HashMap::default(),
+        strings: HashMap::default(),
+        nodes: Vec::new(),
+        cmds: Vec::new(),
+        args: Vec::new(),
+        fields: Vec::new(),
     };
+    let dollar = p.shared("$");
+    p.vars.push(dollar);
     let root = p.parse_top()?;
     let mut out = Vec::with_capacity(p.defined.len() + 1);
-    let mk = |root| Arc::new(Tree { parse_name: parse_name.clone(), text: text_arc.clone(), root });
+    let mk =
+        |root: Vec<Node>| Arc::new(Tree { parse_name: parse_name.clone(), text: text_arc.clone(), root: root.into() });
     let defined = std::mem::take(&mut p.defined);
     let mut seen: HashMap<Arc<str>, bool> = HashMap::new();
     for (n, pos, list) in defined {
-        let empty = list.iter().all(is_empty_node);
+        let empty = list.iter().all(|n| is_empty_node(text, n));
         if let Some(prev_empty) = seen.get(&n) {
             if !*prev_empty && !empty {
                 p.last_pos = pos as usize;
@@ -45,7 +66,7 @@ pub(crate) fn parse(name: &str, parse_name: &str, text: &str, funcs: &FuncMap) -
         out.push((n, mk(list)));
     }
     let name: Arc<str> = Arc::from(name);
-    if !(root.iter().all(is_empty_node) && seen.get(&name).is_some_and(|e| !e)) {
+    if !(root.iter().all(|n| is_empty_node(text, n)) && seen.get(&name).is_some_and(|e| !e)) {
         out.retain(|(m, _)| *m != name);
         out.push((name, mk(root)));
     }
@@ -63,6 +84,22 @@ struct Parser<'a, 'f> {
     range_depth: usize,
     defined: Vec<(Arc<str>, u32, Vec<Node>)>,
     last_pos: usize,
+    /// Names already made in this parse, shared: a chart's templates say `.Values` and `include`
+    /// thousands of times, each its own allocation before.
+    shared: HashMap<&'a str, Arc<str>, foldhash::fast::RandomState>,
+    /// String constants as written, and their values, likewise.
+    strings: HashMap<&'a str, (Arc<str>, Arc<str>), foldhash::fast::RandomState>,
+    /// The lists being parsed, innermost last: each list is pushed here and moved out into a
+    /// slice of its exact size when it ends ([`take`]), so no list is allocated twice.
+    nodes: Vec<Node>,
+    cmds: Vec<Cmd>,
+    args: Vec<Arg>,
+    fields: Vec<Arc<str>>,
+}
+
+/// The items of `stack` from `base` on, as a slice of their own.
+fn take<T>(stack: &mut Vec<T>, base: usize) -> Box<[T]> {
+    stack.drain(base..).collect()
 }
 
 /// What ended an item list.
@@ -101,6 +138,10 @@ fn describe(t: &Token, lex_error: &Option<String>) -> String {
 }
 
 impl<'a> Parser<'a, '_> {
+    fn shared(&mut self, s: &'a str) -> Arc<str> {
+        self.shared.entry(s).or_insert_with(|| Arc::from(s)).clone()
+    }
+
     fn error(&self, msg: String) -> TemplateError {
         let (line, _) = line_col(self.text, self.last_pos);
         TemplateError {
@@ -195,7 +236,8 @@ impl<'a> Parser<'a, '_> {
         let t = self.next_non_space();
         let name = self.template_name(&t, context)?;
         self.expect(Tok::RightDelim, context)?;
-        let saved_vars = std::mem::replace(&mut self.vars, vec![Arc::from("$")]);
+        let dollar = self.shared("$");
+        let saved_vars = std::mem::replace(&mut self.vars, vec![dollar]);
         let saved_range = std::mem::replace(&mut self.range_depth, 0);
         let (list, end) = self.item_list()?;
         self.vars = saved_vars;
@@ -203,16 +245,24 @@ impl<'a> Parser<'a, '_> {
         if let End::Else = end {
             return Err(self.error(format!("unexpected {{{{else}}}} in {context}")));
         }
-        self.defined.push((name, t.pos as u32, list));
+        self.defined.push((name, t.pos as u32, list.into()));
         Ok(())
     }
 
-    fn item_list(&mut self) -> PResult<(Vec<Node>, End)> {
-        let mut list = Vec::new();
+    fn item_list(&mut self) -> PResult<(Box<[Node]>, End)> {
+        let base = self.nodes.len();
+        let r = self.item_list_on(base);
+        if r.is_err() {
+            self.nodes.truncate(base);
+        }
+        r
+    }
+
+    fn item_list_on(&mut self, base: usize) -> PResult<(Box<[Node]>, End)> {
         while self.peek_non_space().kind != Tok::Eof {
             match self.text_or_action()? {
-                Item::Node(n) => list.push(n),
-                Item::End(e) => return Ok((list, e)),
+                Item::Node(n) => self.nodes.push(n),
+                Item::End(e) => return Ok((take(&mut self.nodes, base), e)),
             }
         }
         if self.peek().kind == Tok::Eof && self.lex_error.is_none() {
@@ -224,7 +274,11 @@ impl<'a> Parser<'a, '_> {
     fn text_or_action(&mut self) -> PResult<Item> {
         let t = self.next_non_space();
         match t.kind {
-            Tok::Text => Ok(Item::Node(Node::Text(Arc::from(t.text)))),
+            Tok::Text => {
+                // The lexer's texts are slices of the template's text (trimmed by `{{-`/`-}}`).
+                let start = t.text.as_ptr() as usize - self.text.as_ptr() as usize;
+                Ok(Item::Node(Node::Text(start as u32, (start + t.text.len()) as u32)))
+            }
             Tok::LeftDelim => self.action(),
             _ => Err(self.unexpected(&t, "input")),
         }
@@ -289,11 +343,11 @@ impl<'a> Parser<'a, '_> {
             if context == "if" && p.kind == Tok::If {
                 self.next();
                 let c = self.control("if")?;
-                else_list = Some(vec![Node::If(Box::new(c))]);
+                else_list = Some(Box::new([Node::If(Box::new(c))]) as Box<[Node]>);
             } else if context == "with" && p.kind == Tok::With {
                 self.next();
                 let c = self.control("with")?;
-                else_list = Some(vec![Node::With(Box::new(c))]);
+                else_list = Some(Box::new([Node::With(Box::new(c))]) as Box<[Node]>);
             } else {
                 let (l, e) = self.item_list()?;
                 if let End::Else = e {
@@ -324,7 +378,8 @@ impl<'a> Parser<'a, '_> {
         let t = self.next_non_space();
         let name = self.template_name(&t, context)?;
         let pipe = self.pipeline(context, Tok::RightDelim)?;
-        let saved_vars = std::mem::replace(&mut self.vars, vec![Arc::from("$")]);
+        let dollar = self.shared("$");
+        let saved_vars = std::mem::replace(&mut self.vars, vec![dollar]);
         let saved_range = std::mem::replace(&mut self.range_depth, 0);
         let r = self.item_list();
         self.vars = saved_vars;
@@ -333,13 +388,27 @@ impl<'a> Parser<'a, '_> {
         if let End::Else = end {
             return Err(self.error(format!("unexpected {{{{else}}}} in {context}")));
         }
-        self.defined.push((name.clone(), t.pos as u32, list));
+        self.defined.push((name.clone(), t.pos as u32, list.into()));
         Ok(Node::Template { pos: t.pos as u32, name, pipe: Some(pipe) })
     }
 
     fn pipeline(&mut self, context: &str, end: Tok) -> PResult<Pipe> {
         let start = self.peek_non_space();
-        let mut pipe = Pipe { pos: start.pos as u32, is_assign: false, decl: Vec::new(), cmds: Vec::new() };
+        let (pos, mut is_assign, mut decl) = (start.pos as u32, false, Vec::new());
+        let base = self.cmds.len();
+        let r = self.pipeline_on(context, end, base, &mut is_assign, &mut decl);
+        let cmds = take(&mut self.cmds, base);
+        r.map(|()| Pipe { pos, is_assign, decl: decl.into(), cmds })
+    }
+
+    fn pipeline_on(
+        &mut self,
+        context: &str,
+        end: Tok,
+        base: usize,
+        is_assign: &mut bool,
+        decl: &mut Vec<Arc<str>>,
+    ) -> PResult<()> {
         // Declarations or assignments.
         loop {
             let v = self.peek_non_space();
@@ -351,17 +420,19 @@ impl<'a> Parser<'a, '_> {
             let next = self.peek_non_space();
             match next.kind {
                 Tok::Assign | Tok::Declare => {
-                    pipe.is_assign = next.kind == Tok::Assign;
+                    *is_assign = next.kind == Tok::Assign;
                     self.next_non_space();
-                    pipe.decl.push(Arc::from(v.text));
-                    self.vars.push(Arc::from(v.text));
+                    let name = self.shared(v.text);
+                    decl.push(name.clone());
+                    self.vars.push(name);
                     break;
                 }
                 Tok::Char if next.text == "," => {
                     self.next_non_space();
-                    pipe.decl.push(Arc::from(v.text));
-                    self.vars.push(Arc::from(v.text));
-                    if context == "range" && pipe.decl.len() < 2 {
+                    let name = self.shared(v.text);
+                    decl.push(name.clone());
+                    self.vars.push(name);
+                    if context == "range" && decl.len() < 2 {
                         match self.peek_non_space().kind {
                             Tok::Variable | Tok::RightDelim | Tok::RightParen => continue,
                             _ => return Err(self.error("range can only initialize variables".into())),
@@ -378,10 +449,11 @@ impl<'a> Parser<'a, '_> {
         loop {
             let t = self.next_non_space();
             if t.kind == end {
-                if pipe.cmds.is_empty() {
+                let cmds = &self.cmds[base..];
+                if cmds.is_empty() {
                     return Err(self.error(format!("missing value for {context}")));
                 }
-                for (i, c) in pipe.cmds.iter().enumerate().skip(1) {
+                for (i, c) in cmds.iter().enumerate().skip(1) {
                     if matches!(
                         c.args.first(),
                         Some(Arg::Bool(..) | Arg::Dot(_) | Arg::Nil(_) | Arg::Number(..) | Arg::String(..))
@@ -389,7 +461,7 @@ impl<'a> Parser<'a, '_> {
                         return Err(self.error(format!("non executable command in pipeline stage {}", i + 1)));
                     }
                 }
-                return Ok(pipe);
+                return Ok(());
             }
             match t.kind {
                 Tok::Bool
@@ -405,7 +477,7 @@ impl<'a> Parser<'a, '_> {
                 | Tok::LeftParen => {
                     self.backup();
                     let c = self.command()?;
-                    pipe.cmds.push(c);
+                    self.cmds.push(c);
                 }
                 _ => return Err(self.unexpected(&t, context)),
             }
@@ -413,11 +485,22 @@ impl<'a> Parser<'a, '_> {
     }
 
     fn command(&mut self) -> PResult<Cmd> {
-        let mut cmd = Cmd { pos: self.peek_non_space().pos as u32, args: Vec::new() };
+        let pos = self.peek_non_space().pos as u32;
+        let base = self.args.len();
+        let r = self.command_on();
+        let args = take(&mut self.args, base);
+        r?;
+        if args.is_empty() {
+            return Err(self.error("empty command".into()));
+        }
+        Ok(Cmd { pos, args })
+    }
+
+    fn command_on(&mut self) -> PResult<()> {
         loop {
             self.peek_non_space();
             if let Some(op) = self.operand()? {
-                cmd.args.push(op);
+                self.args.push(op);
             }
             let t = self.next();
             match t.kind {
@@ -428,10 +511,7 @@ impl<'a> Parser<'a, '_> {
             }
             break;
         }
-        if cmd.args.is_empty() {
-            return Err(self.error("empty command".into()));
-        }
-        Ok(cmd)
+        Ok(())
     }
 
     fn operand(&mut self) -> PResult<Option<Arg>> {
@@ -440,25 +520,37 @@ impl<'a> Parser<'a, '_> {
             return Ok(Some(node));
         }
         let chain_pos = self.peek().pos as u32;
-        let mut fields = Vec::new();
+        // Fields and variables took the fields after them (`term`); what is left is a chain.
+        let base = self.fields.len();
         while self.peek().kind == Tok::Field {
             let t = self.next();
-            fields.push(Arc::from(&t.text[1..]));
+            let name = self.shared(&t.text[1..]);
+            self.fields.push(name);
         }
+        let fields = take(&mut self.fields, base);
         Ok(Some(match node {
-            Arg::Field(_, mut idents) => {
-                idents.extend(fields);
-                Arg::Field(chain_pos, idents)
-            }
-            Arg::Variable(_, name, mut idents) => {
-                idents.extend(fields);
-                Arg::Variable(chain_pos, name, idents)
-            }
             Arg::Bool(..) | Arg::String(..) | Arg::Number(..) | Arg::Nil(_) | Arg::Dot(_) => {
                 return Err(self.error(format!("unexpected . after term {:?}", node.to_string())));
             }
             other => Arg::Chain(chain_pos, Box::new(other), fields),
         }))
+    }
+
+    /// `first` and the fields that follow: `.a.b.c` is lexed as three fields, and Go's parser
+    /// gives the chain the position of the second (`.b`) when there is one.
+    fn fields_after(&mut self, pos: u32, first: Option<Arc<str>>) -> (u32, Box<[Arc<str>]>) {
+        if self.peek().kind != Tok::Field {
+            return (pos, first.into_iter().collect());
+        }
+        let chain_pos = self.peek().pos as u32;
+        let base = self.fields.len();
+        self.fields.extend(first);
+        while self.peek().kind == Tok::Field {
+            let t = self.next();
+            let name = self.shared(&t.text[1..]);
+            self.fields.push(name);
+        }
+        (chain_pos, take(&mut self.fields, base))
     }
 
     fn term(&mut self) -> PResult<Option<Arg>> {
@@ -473,7 +565,7 @@ impl<'a> Parser<'a, '_> {
                         None => return Err(self.error(format!("function {:?} not defined", t.text))),
                     },
                 };
-                Arg::Identifier(pos, Arc::from(t.text), callee)
+                Arg::Identifier(pos, self.shared(t.text), callee)
             }
             Tok::Dot => Arg::Dot(pos),
             Tok::Nil => Arg::Nil(pos),
@@ -481,9 +573,15 @@ impl<'a> Parser<'a, '_> {
                 if !self.vars.iter().any(|v| &**v == t.text) {
                     return Err(self.error(format!("undefined variable {:?}", t.text)));
                 }
-                Arg::Variable(pos, Arc::from(t.text), Vec::new())
+                let name = self.shared(t.text);
+                let (pos, fields) = self.fields_after(pos, None);
+                Arg::Variable(pos, name, fields)
             }
-            Tok::Field => Arg::Field(pos, vec![Arc::from(&t.text[1..])]),
+            Tok::Field => {
+                let first = self.shared(&t.text[1..]);
+                let (pos, fields) = self.fields_after(pos, Some(first));
+                Arg::Field(pos, fields)
+            }
             Tok::Bool => Arg::Bool(pos, t.text == "true"),
             Tok::Number | Tok::CharConst => {
                 let n = parse_number(t.text, t.kind == Tok::CharConst).map_err(|e| self.error(e))?;
@@ -494,8 +592,16 @@ impl<'a> Parser<'a, '_> {
                 Arg::Pipe(Box::new(p))
             }
             Tok::String | Tok::RawString => {
-                let s = unquote(t.text).map_err(|e| self.error(e))?;
-                Arg::String(pos, Arc::from(t.text), Arc::from(s))
+                let (quoted, value) = match self.strings.get(t.text) {
+                    Some(known) => known.clone(),
+                    None => {
+                        let value = unquote(t.text).map_err(|e| self.error(e))?;
+                        let known = (Arc::from(t.text), Arc::from(value));
+                        self.strings.insert(t.text, known.clone());
+                        known
+                    }
+                };
+                Arg::String(pos, quoted, value)
             }
             _ => {
                 self.backup();

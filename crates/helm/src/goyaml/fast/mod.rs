@@ -18,6 +18,8 @@
 //! each as an object on every render; the general reader spends about 110 instructions a byte
 //! (its event parser most of it), this one about a quarter of that.
 
+use std::cell::Cell;
+
 use serde_json::{Map, Value};
 
 use super::resolve::{Plain, resolve_plain};
@@ -54,7 +56,9 @@ fn read(text: &str, head: bool) -> Option<Value> {
     if !plain_characters(text.as_bytes()) {
         return None;
     }
-    Fast { s: text.as_bytes(), t: text, pos: 0, depth: 0, head, build: true }.document().ok()
+    Fast { s: text.as_bytes(), t: text, pos: 0, depth: 0, head, build: true, line: Cell::new((usize::MAX, 0)) }
+        .document()
+        .ok()
 }
 
 /// Whether every character is one this reader handles: no tab, carriage return or other control
@@ -107,6 +111,9 @@ struct Fast<'a> {
     head: bool,
     /// Whether the node being read is built (else only read: [`Value::Null`] stands for it).
     build: bool,
+    /// The last line whose end was looked for (start, end): each line is looked at by the
+    /// reader of the next content, then by the collection that reads it.
+    line: Cell<(usize, usize)>,
 }
 
 impl Fast<'_> {
@@ -127,10 +134,16 @@ impl Fast<'_> {
     }
 
     fn line_end(&self, from: usize) -> usize {
-        match memchr(b'\n', &self.s[from..]) {
+        let (start, end) = self.line.get();
+        if start == from {
+            return end;
+        }
+        let end = match memchr(b'\n', &self.s[from..]) {
             Some(i) => from + i,
             None => self.s.len(),
-        }
+        };
+        self.line.set((from, end));
+        end
     }
 
     fn after(&self, end: usize) -> usize {
