@@ -271,6 +271,7 @@ pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Rep
     // them: parsing a large chart's objects is work the operator would otherwise start only
     // once the worker has ended.
     let max = config.max_reply_bytes;
+    let over_limit = || format!("the render's output is over the limit of {max} bytes (output budget)");
     let reading = tokio::task::spawn_blocking(move || read_reply(stdout, max));
     let work = async {
         stdin.write_all(&input).await.map_err(|e| format!("writing to the render worker: {e}"))?;
@@ -288,7 +289,7 @@ pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Rep
         };
         let (read, _) = tokio::join!(read_out, err_reader.read_to_end(&mut err));
         if let Err(ReadError::OverLimit) = read {
-            return Err(format!("the render's output is over the limit of {max} bytes (output budget)"));
+            return Err(over_limit());
         }
         let status = child.wait().await.map_err(|e| format!("waiting for the render worker: {e}"))?;
         Ok::<_, String>((status, read, err))
@@ -307,7 +308,7 @@ pub async fn run_worker(config: &SandboxConfig, request: &Request) -> Result<Rep
         return Err(describe_exit(config, status, &err));
     }
     read.map_err(|e| match e {
-        ReadError::OverLimit => format!("the render's output is over the limit of {max} bytes (output budget)"),
+        ReadError::OverLimit => over_limit(),
         ReadError::Unreadable(m) => format!("the render worker's reply is unreadable: {m}"),
     })
 }

@@ -274,11 +274,9 @@ impl<'a> Parser<'a, '_> {
     fn text_or_action(&mut self) -> PResult<Item> {
         let t = self.next_non_space();
         match t.kind {
-            Tok::Text => {
-                // The lexer's texts are slices of the template's text (trimmed by `{{-`/`-}}`).
-                let start = t.text.as_ptr() as usize - self.text.as_ptr() as usize;
-                Ok(Item::Node(Node::Text(start as u32, (start + t.text.len()) as u32)))
-            }
+            // A text token is the slice of the template's text from its position (after what
+            // `{{-`/`-}}` trimmed); `parse` refused texts too long for 32-bit offsets.
+            Tok::Text => Ok(Item::Node(Node::Text(t.pos as u32, (t.pos + t.text.len()) as u32))),
             Tok::LeftDelim => self.action(),
             _ => Err(self.unexpected(&t, "input")),
         }
